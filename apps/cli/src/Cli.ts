@@ -1,0 +1,9 @@
+import * as Command from "@effect/cli/Command"
+import { blocksCommand } from "./BlocksCommand.ts"
+
+export const ctxo = Command.make("ctxo").pipe(
+  Command.withDescription("ctxo, the Context Orchestrator"),
+  Command.withSubcommands([blocksCommand])
+)
+
+export const run = Command.run(ctxo, { name: "ctxo", version: "0.1.0" })

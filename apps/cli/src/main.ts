@@ -1,0 +1,14 @@
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Console, Effect } from "effect"
+import { run } from "./Cli.ts"
+
+run(process.argv).pipe(
+  // @effect/cli prints its own usage errors; everything else is reported once, as one line.
+  Effect.tapError((error) =>
+    ValidationError.isValidationError(error) ? Effect.void : Console.error(`ctxo: ${error.message}`)
+  ),
+  Effect.provide(NodeContext.layer),
+  (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
+)

@@ -1,0 +1,11 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    globalSetup: ["test/globalSetup.ts"],
+    testTimeout: 60_000,
+    reporters: ["default", "json"],
+    outputFile: { json: ".reports/vitest.json" }
+  }
+})
