@@ -18,6 +18,9 @@ export const buildCli = () =>
     format: "esm",
     // Prefer packages' ESM builds: some UMD builds (jsonc-parser) hide their requires from bundlers.
     mainFields: ["module", "main"],
+    // Loaded at run time from node_modules: tiktoken reads its WASM file beside it, and the
+    // encodings of gpt-tokenizer are required lazily, only for the encodings a run needs.
+    external: ["tiktoken", "gpt-tokenizer", "gpt-tokenizer/*"],
     banner: {
       js: "#!/usr/bin/env node\nimport { createRequire as __ctxoRequire } from 'node:module'; const require = __ctxoRequire(import.meta.url);"
     },
