@@ -3,19 +3,13 @@
  * real files in a temporary directory.
  */
 
-import { execFile } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { outfile } from "../build.ts"
+import { ctxo as run } from "./ctxo.ts"
 
-const ctxo = (...args: Array<string>) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [outfile, ...args], (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : Number(error.code ?? 1), stdout, stderr })
-    })
-  })
+const ctxo = (...args: Array<string>) => run(args)
 
 const profile = `# 基本信息
 25岁，计算机专业研究生

@@ -2,25 +2,12 @@
  * `ctxo count` and `ctxo models` as a user runs them: the bundled CLI in a real process.
  */
 
-import { execFile } from "node:child_process"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { get_encoding } from "tiktoken"
-import { outfile } from "../build.ts"
-
-const ctxo = (args: Array<string>, env: Record<string, string> = {}) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      process.execPath,
-      [outfile, ...args],
-      { env: { ...process.env, ...env } },
-      (error, stdout, stderr) => {
-        resolve({ code: error === null ? 0 : Number(error.code ?? 1), stdout, stderr })
-      }
-    )
-  })
+import { ctxo } from "./ctxo.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "ctxo-count-"))
 const text = "基本信息：25岁，计算机专业研究生。<|endoftext|> is plain text in a file.\n".repeat(20)
