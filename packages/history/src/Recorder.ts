@@ -1,0 +1,87 @@
+/**
+ * The ReAct flow against a `HistoryStore`: every change goes through `modify`, so it is written
+ * (atomically, for the file store) before the next step runs. A crash loses at most the step in
+ * flight; a retry resumes the turn instead of adding the input again.
+ */
+import { Effect } from "effect"
+import type { HistoryError } from "./HistoryErrors.ts"
+import { HistoryStore } from "./HistoryStore.ts"
+import type { Message } from "./Message.ts"
+import type { CompressionLimits, RawToolResult } from "./ToolResultCompressor.ts"
+import { compressToolResult } from "./ToolResultCompressor.ts"
+import type { BeganTurn, BeginTurnOptions, StepInput } from "./Turns.ts"
+import { appendStep, appendToolResult, beginTurn, finishTurn } from "./Turns.ts"
+
+export const startTurn = (
+  sessionId: string,
+  options: BeginTurnOptions
+): Effect.Effect<BeganTurn, HistoryError, HistoryStore> =>
+  Effect.flatMap(HistoryStore, (store) =>
+    store.modify(sessionId, (doc) => {
+      const began = beginTurn(doc, options)
+      return Effect.succeed([began, began.doc] as const)
+    })
+  )
+
+export const recordStep = (
+  sessionId: string,
+  turn: number,
+  step: StepInput
+): Effect.Effect<Message, HistoryError, HistoryStore> =>
+  Effect.flatMap(HistoryStore, (store) =>
+    store.modify(sessionId, (doc) => {
+      const { doc: next, message } = appendStep(doc, turn, step)
+      return Effect.succeed([message, next] as const)
+    })
+  )
+
+/**
+ * Records a tool result compressed for history. When compression cut anything, the full result
+ * is kept as a file first and the history entry names it.
+ */
+export const recordToolResult = (
+  sessionId: string,
+  turn: number,
+  call: { readonly callId: string; readonly name: string },
+  result: RawToolResult,
+  limits?: Partial<CompressionLimits>
+): Effect.Effect<Message, HistoryError, HistoryStore> =>
+  Effect.gen(function* () {
+    const store = yield* HistoryStore
+    const compressed = compressToolResult(call.name, result, limits)
+    const full = compressed.truncated
+      ? yield* store.saveFullResult(sessionId, call.callId, result)
+      : undefined
+    const data =
+      full !== undefined &&
+      typeof compressed.data === "object" &&
+      compressed.data !== null &&
+      !Array.isArray(compressed.data)
+        ? { ...compressed.data, readBack: `full result: read_file ${full}` }
+        : full !== undefined
+          ? { content: compressed.data, readBack: `full result: read_file ${full}` }
+          : compressed.data
+    return yield* store.modify(sessionId, (doc) => {
+      const { doc: next, message } = appendToolResult(doc, turn, {
+        callId: call.callId,
+        name: call.name,
+        status: compressed.status,
+        ...(data === undefined ? {} : { data }),
+        ...(compressed.error === undefined ? {} : { error: compressed.error }),
+        ...(full === undefined ? {} : { full })
+      })
+      return Effect.succeed([message, next] as const)
+    })
+  })
+
+export const endTurn = (
+  sessionId: string,
+  turn: number,
+  text: string
+): Effect.Effect<Message, HistoryError, HistoryStore> =>
+  Effect.flatMap(HistoryStore, (store) =>
+    store.modify(sessionId, (doc) => {
+      const { doc: next, message } = finishTurn(doc, turn, text)
+      return Effect.succeed([message, next] as const)
+    })
+  )

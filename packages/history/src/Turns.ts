@@ -1,0 +1,207 @@
+/**
+ * Turns and the ReAct flow of seed 002 (A2, D3), as pure functions of the history document.
+ *
+ * A user message opens a turn; the turn ends when the assistant finishes. While a turn runs,
+ * history receives the user input once (`beginTurn`) and each step as it happens (`appendStep`,
+ * `appendToolResult`: the tool result already compressed), then the final answer (`finishTurn`).
+ * The model meanwhile sees previous turns from history, the input once, and this turn's steps with
+ * full observations (`turnContext`).
+ *
+ * Retries and crashes never duplicate the input: `beginTurn` with the same idempotency key, or the
+ * same text while the last turn is unfinished, resumes that turn (and hands back the steps already
+ * recorded). A tool call left without a result by a crash gets an explicit error result, so no call
+ * is ever without its result.
+ */
+import type { HistoryDocument, Message, Part, ToolCallPart, ToolError } from "./Message.ts"
+import { textOf, toolCallsOf, toolResultsOf } from "./Message.ts"
+
+export interface Turn {
+  readonly turn: number
+  readonly messages: ReadonlyArray<Message>
+  readonly finished: boolean
+}
+
+/** Messages grouped by turn, in order. */
+export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
+  const turns: Array<{ turn: number; messages: Array<Message>; finished: boolean }> = []
+  const byNumber = new Map<number, (typeof turns)[number]>()
+  for (const message of messages) {
+    let turn = byNumber.get(message.meta.turn)
+    if (turn === undefined) {
+      turn = { turn: message.meta.turn, messages: [], finished: false }
+      byNumber.set(message.meta.turn, turn)
+      turns.push(turn)
+    }
+    turn.messages.push(message)
+    if (message.meta.finished === true) turn.finished = true
+  }
+  return turns
+}
+
+export const INTERRUPTED: ToolError = {
+  code: "interrupted",
+  message: "No result: the turn was interrupted before the tool returned."
+}
+
+/** Tool calls of a turn that have no result yet. */
+export const danglingCalls = (messages: ReadonlyArray<Message>): Array<ToolCallPart> => {
+  const answered = new Set(messages.flatMap((m) => toolResultsOf(m).map((r) => r.callId)))
+  return messages.flatMap(toolCallsOf).filter((call) => !answered.has(call.callId))
+}
+
+const nextId = (doc: HistoryDocument, turn: number) =>
+  `t${turn}-${doc.messages.filter((m) => m.meta.turn === turn).length}`
+
+const push = (doc: HistoryDocument, message: Message): HistoryDocument => ({
+  ...doc,
+  messages: [...doc.messages, message]
+})
+
+/** Closes dangling calls of a turn with an `interrupted` error result. */
+const closeDangling = (doc: HistoryDocument, turn: number): HistoryDocument => {
+  const dangling = danglingCalls(doc.messages.filter((m) => m.meta.turn === turn))
+  return dangling.reduce(
+    (current, call) =>
+      push(current, {
+        id: nextId(current, turn),
+        role: "tool",
+        parts: [
+          { _tag: "tool-result", callId: call.callId, name: call.name, status: "error", error: INTERRUPTED }
+        ],
+        meta: { turn, kind: "step" }
+      }),
+    doc
+  )
+}
+
+export interface BeginTurnOptions {
+  readonly input: string
+  /** The client's idempotency key: the same key always means the same turn. */
+  readonly inputKey?: string
+  readonly now?: string
+}
+
+export interface BeganTurn {
+  readonly doc: HistoryDocument
+  readonly turn: number
+  /** The input was already in history (a retry or a resume): it was not appended again. */
+  readonly resumed: boolean
+  /** The resumed turn had already finished: its answer is in history. */
+  readonly finished: boolean
+  /** Steps recorded before (for a resumed turn): the runner continues from them. */
+  readonly steps: ReadonlyArray<Message>
+}
+
+export const lastTurnNumber = (doc: HistoryDocument): number =>
+  doc.messages.reduce((max, m) => Math.max(max, m.meta.turn), 0)
+
+export const beginTurn = (doc: HistoryDocument, options: BeginTurnOptions): BeganTurn => {
+  const turns = turnsOf(doc.messages)
+  const inputOf = (t: Turn) => t.messages.find((m) => m.meta.kind === "input")
+  const byKey =
+    options.inputKey === undefined
+      ? undefined
+      : turns.find((t) => inputOf(t)?.meta.inputKey === options.inputKey)
+  const last = turns.at(-1)
+  const sameUnfinished =
+    last !== undefined &&
+    !last.finished &&
+    inputOf(last) !== undefined &&
+    textOf(inputOf(last)!) === options.input
+      ? last
+      : undefined
+  const existing = byKey ?? sameUnfinished
+  if (existing !== undefined) {
+    const closed = existing.finished ? doc : closeDangling(doc, existing.turn)
+    return {
+      doc: closed,
+      turn: existing.turn,
+      resumed: true,
+      finished: existing.finished,
+      steps: closed.messages.filter((m) => m.meta.turn === existing.turn && m.meta.kind === "step")
+    }
+  }
+  // A different input after an unfinished turn: that turn was abandoned; close its calls.
+  const closed = last !== undefined && !last.finished ? closeDangling(doc, last.turn) : doc
+  const turn = lastTurnNumber(closed) + 1
+  const input: Message = {
+    id: `t${turn}-0`,
+    role: "user",
+    parts: [{ _tag: "text", text: options.input }],
+    meta: {
+      turn,
+      kind: "input",
+      ...(options.inputKey === undefined ? {} : { inputKey: options.inputKey }),
+      ...(options.now === undefined ? {} : { createdAt: options.now })
+    }
+  }
+  return { doc: push(closed, input), turn, resumed: false, finished: false, steps: [] }
+}
+
+export interface StepInput {
+  /** The model's words for this step (Thought / Action in the ReAct format). */
+  readonly text?: string
+  readonly toolCall?: { readonly callId: string; readonly name: string; readonly input: unknown }
+}
+
+const stepNumber = (doc: HistoryDocument, turn: number) =>
+  doc.messages.filter((m) => m.meta.turn === turn && m.role === "assistant").length + 1
+
+/** Records an assistant step (its text and the tool call it makes, if any). */
+export const appendStep = (
+  doc: HistoryDocument,
+  turn: number,
+  step: StepInput
+): { doc: HistoryDocument; message: Message } => {
+  const parts: Array<Part> = []
+  if (step.text !== undefined && step.text !== "") parts.push({ _tag: "text", text: step.text })
+  if (step.toolCall !== undefined) parts.push({ _tag: "tool-call", ...step.toolCall })
+  const message: Message = {
+    id: nextId(doc, turn),
+    role: "assistant",
+    parts,
+    meta: { turn, step: stepNumber(doc, turn), kind: "step" }
+  }
+  return { doc: push(doc, message), message }
+}
+
+export interface RecordedResult {
+  readonly callId: string
+  readonly name: string
+  readonly status: "success" | "error"
+  readonly data?: unknown
+  readonly error?: ToolError
+  readonly full?: string
+}
+
+/** Records a (compressed) tool result right after its call. */
+export const appendToolResult = (
+  doc: HistoryDocument,
+  turn: number,
+  result: RecordedResult
+): { doc: HistoryDocument; message: Message } => {
+  const step = doc.messages.filter((m) => m.meta.turn === turn && m.role === "assistant").length
+  const message: Message = {
+    id: nextId(doc, turn),
+    role: "tool",
+    parts: [{ _tag: "tool-result", ...result }],
+    meta: { turn, step, kind: "step" }
+  }
+  return { doc: push(doc, message), message }
+}
+
+/** Records the assistant's final answer; the turn is finished. */
+export const finishTurn = (
+  doc: HistoryDocument,
+  turn: number,
+  text: string
+): { doc: HistoryDocument; message: Message } => {
+  const closed = closeDangling(doc, turn)
+  const message: Message = {
+    id: nextId(closed, turn),
+    role: "assistant",
+    parts: [{ _tag: "text", text }],
+    meta: { turn, step: stepNumber(closed, turn), kind: "final", finished: true }
+  }
+  return { doc: push(closed, message), message }
+}

@@ -1,0 +1,123 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as HistoryStore from "../src/HistoryStore.ts"
+import { emptyHistory } from "../src/Message.ts"
+import { recordStep, recordToolResult, startTurn } from "../src/Recorder.ts"
+import { beginTurn } from "../src/Turns.ts"
+
+const fileStore = () => {
+  const root = mkdtempSync(join(tmpdir(), "ctxo-store-"))
+  return { root, layer: HistoryStore.layerFile(root).pipe(Layer.provide(NodeContext.layer)) }
+}
+
+describe("HistoryStore (file)", () => {
+  it.effect("writes messages.json atomically and reads back what it wrote", () => {
+    const { root, layer } = fileStore()
+    return Effect.gen(function* () {
+      const store = yield* HistoryStore.HistoryStore
+      yield* startTurn("s1", { input: "hello", inputKey: "k" })
+      const doc = yield* store.load("s1")
+      expect(doc.messages.map((m) => m.id)).toEqual(["t1-0"])
+      const onDisk = JSON.parse(readFileSync(join(root, "s1", "messages.json"), "utf8"))
+      expect(onDisk).toEqual(doc)
+      expect(readdirSync(join(root, "s1"))).toEqual(["messages.json"])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("sees a change made to messages.json by hand", () => {
+    const { root, layer } = fileStore()
+    return Effect.gen(function* () {
+      const store = yield* HistoryStore.HistoryStore
+      yield* startTurn("edit", { input: "before" })
+      const file = join(root, "edit", "messages.json")
+      writeFileSync(file, readFileSync(file, "utf8").replace('"before"', '"after, edited by hand"'))
+      const doc = yield* store.load("edit")
+      expect(doc.messages[0]!.parts[0]).toEqual({ _tag: "text", text: "after, edited by hand" })
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("keeps a cut tool result whole in a file and says how to read it back", () => {
+    const { root, layer } = fileStore()
+    return Effect.gen(function* () {
+      const { turn } = yield* startTurn("s2", { input: "grep it" })
+      yield* recordStep("s2", turn, { toolCall: { callId: "call_1", name: "Grep", input: { pattern: "x" } } })
+      const matches = Array.from({ length: 200 }, (_, i) => `src/a.ts:${i + 1}:x`)
+      const message = yield* recordToolResult(
+        "s2",
+        turn,
+        { callId: "call_1", name: "Grep" },
+        {
+          status: "success",
+          data: { pattern: "x", matches },
+          text: "ignored",
+          stats: { ms: 3 }
+        }
+      )
+      const part = message.parts[0]!
+      expect(part).toMatchObject({ _tag: "tool-result", full: "tool-results/call_1.json" })
+      expect((part as { data: { readBack: string; matches: Array<string> } }).data.readBack).toBe(
+        "full result: read_file tool-results/call_1.json"
+      )
+      expect((part as { data: { matches: Array<string> } }).data.matches).toHaveLength(5)
+      const full = JSON.parse(readFileSync(join(root, "s2", "tool-results", "call_1.json"), "utf8"))
+      expect(full.data.matches).toHaveLength(200)
+      const store = yield* HistoryStore.HistoryStore
+      expect(yield* store.readFullResult("s2", "call_1")).toEqual(full)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("refuses a corrupt file with its name and leaves it untouched", () => {
+    const { root, layer } = fileStore()
+    mkdirSync(join(root, "s3"))
+    writeFileSync(join(root, "s3", "messages.json"), '{"format":"ctxo.history/v1","messages":[{"id":1}]}')
+    return Effect.gen(function* () {
+      const error = yield* Effect.flip(startTurn("s3", { input: "hi" }))
+      expect(error._tag).toBe("HistoryCorrupt")
+      expect(error.message).toContain(join(root, "s3", "messages.json"))
+      expect(readFileSync(join(root, "s3", "messages.json"), "utf8")).toBe(
+        '{"format":"ctxo.history/v1","messages":[{"id":1}]}'
+      )
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("refuses session ids that would leave the data directory", () =>
+    Effect.gen(function* () {
+      const store = yield* HistoryStore.HistoryStore
+      for (const bad of ["..", "../x", "a/b", "a\u0000b", ""]) {
+        const error = yield* Effect.flip(store.load(bad))
+        expect(error._tag).toBe("InvalidSessionId")
+      }
+    }).pipe(Effect.provide(fileStore().layer))
+  )
+
+  it.live("serializes concurrent writers: no message is lost", () =>
+    Effect.gen(function* () {
+      const store = yield* HistoryStore.HistoryStore
+      yield* Effect.forEach(
+        Array.from({ length: 20 }, (_, i) => i),
+        (i) =>
+          store.modify("s4", (doc) => {
+            const began = beginTurn(doc, { input: `message ${i}` })
+            return Effect.succeed([undefined, began.doc] as const).pipe(Effect.delay("1 millis"))
+          }),
+        { concurrency: "unbounded" }
+      )
+      const doc = yield* store.load("s4")
+      expect(doc.messages).toHaveLength(20)
+      expect(new Set(doc.messages.map((m) => m.meta.turn)).size).toBe(20)
+    }).pipe(Effect.provide(fileStore().layer))
+  )
+
+  it.effect("the memory layer behaves the same", () =>
+    Effect.gen(function* () {
+      const store = yield* HistoryStore.HistoryStore
+      expect(yield* store.load("fresh")).toEqual(emptyHistory)
+      yield* startTurn("fresh", { input: "x" })
+      expect((yield* store.load("fresh")).messages).toHaveLength(1)
+    }).pipe(Effect.provide(HistoryStore.layerMemory))
+  )
+})

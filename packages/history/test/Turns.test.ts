@@ -1,0 +1,127 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Either } from "effect"
+import { dismissMemory, historyView, turnContext } from "../src/HistoryView.ts"
+import type { HistoryDocument } from "../src/Message.ts"
+import { emptyHistory, textOf } from "../src/Message.ts"
+import {
+  appendStep,
+  appendToolResult,
+  beginTurn,
+  danglingCalls,
+  finishTurn,
+  INTERRUPTED
+} from "../src/Turns.ts"
+
+const inputs = (doc: HistoryDocument) => doc.messages.filter((m) => m.meta.kind === "input").map(textOf)
+
+const oneTurn = (doc: HistoryDocument, input: string, key?: string) => {
+  const began = beginTurn(doc, { input, ...(key === undefined ? {} : { inputKey: key }) })
+  let next = appendStep(began.doc, began.turn, {
+    text: "Thought: read it\nAction: Read[src/a.ts]",
+    toolCall: { callId: `c${began.turn}`, name: "Read", input: { path: "src/a.ts" } }
+  }).doc
+  next = appendToolResult(next, began.turn, {
+    callId: `c${began.turn}`,
+    name: "Read",
+    status: "success",
+    data: { content: "x" }
+  }).doc
+  return finishTurn(next, began.turn, `Done ${began.turn}`).doc
+}
+
+describe("turns", () => {
+  it("records a ReAct turn: the input once, each step with its result, then the answer", () => {
+    const doc = oneTurn(emptyHistory, "Fix the bug")
+    expect(doc.messages.map((m) => [m.id, m.role, m.meta.kind])).toEqual([
+      ["t1-0", "user", "input"],
+      ["t1-1", "assistant", "step"],
+      ["t1-2", "tool", "step"],
+      ["t1-3", "assistant", "final"]
+    ])
+    expect(doc.messages[3]!.meta.finished).toBe(true)
+  })
+
+  it("a retry with the same idempotency key never adds the input twice, finished or not", () => {
+    const began = beginTurn(emptyHistory, { input: "Fix the bug", inputKey: "k1" })
+    const retry = beginTurn(began.doc, { input: "Fix the bug", inputKey: "k1" })
+    expect([retry.resumed, retry.finished, inputs(retry.doc)]).toEqual([true, false, ["Fix the bug"]])
+    const done = finishTurn(retry.doc, retry.turn, "Fixed").doc
+    const late = beginTurn(done, { input: "Fix the bug", inputKey: "k1" })
+    expect([late.resumed, late.finished, inputs(late.doc)]).toEqual([true, true, ["Fix the bug"]])
+  })
+
+  it("a crash between a tool call and its result, then a retry: the turn resumes, the call gets an error result", () => {
+    const began = beginTurn(oneTurn(emptyHistory, "first"), { input: "Refactor auth" })
+    const crashed = appendStep(began.doc, began.turn, {
+      text: "Action: Bash[pnpm test]",
+      toolCall: { callId: "c-crash", name: "Bash", input: { command: "pnpm test" } }
+    }).doc
+    expect(danglingCalls(crashed.messages)).toHaveLength(1)
+    const retry = beginTurn(crashed, { input: "Refactor auth" })
+    expect([retry.resumed, retry.turn]).toEqual([true, 2])
+    expect(inputs(retry.doc)).toEqual(["first", "Refactor auth"])
+    expect(danglingCalls(retry.doc.messages)).toEqual([])
+    const closing = retry.doc.messages.at(-1)!
+    expect(closing.parts[0]).toMatchObject({
+      _tag: "tool-result",
+      callId: "c-crash",
+      status: "error",
+      error: INTERRUPTED
+    })
+    // The runner continues from the steps already recorded.
+    expect(retry.steps.map((m) => m.id)).toEqual(["t2-1", "t2-2"])
+  })
+
+  it("a different input after an abandoned turn opens a new turn and closes the old one's calls", () => {
+    const began = beginTurn(emptyHistory, { input: "one" })
+    const crashed = appendStep(began.doc, began.turn, {
+      toolCall: { callId: "x", name: "LS", input: {} }
+    }).doc
+    const next = beginTurn(crashed, { input: "two" })
+    expect([next.resumed, next.turn]).toEqual([false, 2])
+    expect(danglingCalls(next.doc.messages)).toEqual([])
+  })
+
+  it("while a turn runs the model sees history, the input exactly once, and full observations", () => {
+    let doc = oneTurn(emptyHistory, "earlier question")
+    const began = beginTurn(doc, { input: "Explain @src/a.ts" })
+    doc = began.doc
+    const full = { status: "success" as const, data: { content: "line\n".repeat(900) } }
+    const context = turnContext(doc, {
+      turn: began.turn,
+      input: "Explain @src/a.ts",
+      scratchpad: [
+        {
+          text: "Action: Read[src/a.ts]",
+          toolCall: { callId: "c9", name: "Read", input: { path: "src/a.ts" } },
+          observation: full
+        }
+      ]
+    })
+    const texts = context.messages.map((m) => textOf(m))
+    expect(texts.filter((t) => t === "Explain @src/a.ts")).toHaveLength(1)
+    expect(context.messages.at(-1)!.parts[0]).toMatchObject({ _tag: "tool-result", data: full.data })
+    expect(context.messages.slice(0, 4).map((m) => m.id)).toEqual(["t1-0", "t1-1", "t1-2", "t1-3"])
+  })
+
+  it("a dismissed result shows a placeholder; the call and the file keep everything", () => {
+    const doc = oneTurn(emptyHistory, "read it")
+    const dismissed = Either.getOrThrow(
+      dismissMemory(doc, "t1-2", "src/a.ts is unrelated to the question", "d1")
+    )
+    const view = historyView(dismissed)
+    expect(view.messages[2]!.parts[0]).toEqual({
+      _tag: "tool-result",
+      callId: "c1",
+      name: "Read",
+      status: "success",
+      data: "[Read(src/a.ts) result — dismissed by the model: src/a.ts is unrelated to the question]"
+    })
+    expect(view.messages[1]!.parts[1]).toMatchObject({ _tag: "tool-call", callId: "c1" })
+    expect(dismissed.messages[2]!.parts[0]).toMatchObject({ data: { content: "x" } })
+    expect(Either.isLeft(dismissMemory(doc, "t1-1", "not a tool result"))).toBe(true)
+    expect(Either.flip(dismissMemory(doc, "nope", "x")).pipe(Either.getOrThrow).message).toBe(
+      "Message nope: no such message in this history"
+    )
+  })
+})
