@@ -1,0 +1,339 @@
+/**
+ * Compaction (seed 002 A4, A6, C6, C7, E2; design.md invariant 5).
+ *
+ * Trigger: `last_usage + ceil(len(input) / 3) >= triggerRatio × window` with at least
+ * `minMessages` messages (window from the model registry).
+ *
+ * Selection keeps at least the last `keepTurns` whole turns (default 10) and archives the older
+ * ones: cuts fall only at turn starts, so a tool call never loses its result; turns with a pinned
+ * message are never archived; summaries are never compacted again (they are not messages). When
+ * the kept turns alone do not fit the budget (a small model), the budget wins: as many whole
+ * turns as fit, and the result says so.
+ *
+ * The archived turns become a summary (a `Summarizer`, with a timeout: default 120 s). On timeout
+ * the turns are archived without one and the progress says exactly
+ * "Summary generation timed out, keeping recent history only." If what remains still exceeds the
+ * trigger, compaction stops and reports it: it never loops.
+ */
+import type { ModelInfo } from "@ctxo/budget/ModelRegistry"
+import { Duration, Effect, Exit, Mailbox, Option, Stream } from "effect"
+import type { HistoryError } from "./HistoryErrors.ts"
+import { HistoryStore } from "./HistoryStore.ts"
+import { historyView } from "./HistoryView.ts"
+import type { HistoryDocument, Message, Summary } from "./Message.ts"
+import { Summarizer } from "./Summarizer.ts"
+import type { Turn } from "./Turns.ts"
+import { turnsOf } from "./Turns.ts"
+
+export const TIMEOUT_MESSAGE = "Summary generation timed out, keeping recent history only."
+
+export interface CompactionSettings {
+  /** Whole turns always kept (default 10). */
+  readonly keepTurns: number
+  /** Fraction of the window that triggers compaction (default 0.8). */
+  readonly triggerRatio: number
+  /** No compaction below this many messages (default 3). */
+  readonly minMessages: number
+  /** How long the summary may take (default 120 s). */
+  readonly summaryTimeout: Duration.DurationInput
+}
+
+export const defaultSettings: CompactionSettings = {
+  keepTurns: 10,
+  triggerRatio: 0.8,
+  minMessages: 3,
+  summaryTimeout: Duration.seconds(120)
+}
+
+export interface TriggerDecision {
+  readonly trigger: boolean
+  readonly estimated: number
+  readonly threshold: number
+}
+
+/** Seed 002 C7: the last request's reported usage plus a cheap estimate of the new input. */
+export const shouldCompact = (options: {
+  readonly lastUsage: number
+  readonly input: string
+  readonly window: number
+  readonly messageCount: number
+  readonly settings?: Partial<CompactionSettings>
+}): TriggerDecision => {
+  const settings = { ...defaultSettings, ...options.settings }
+  const estimated = options.lastUsage + Math.ceil(options.input.length / 3)
+  const threshold = Math.floor(settings.triggerRatio * options.window)
+  return {
+    trigger: estimated >= threshold && options.messageCount >= settings.minMessages,
+    estimated,
+    threshold
+  }
+}
+
+/** Text of a message as a model would read it (for counting). */
+export const messageText = (message: Message): string =>
+  message.parts
+    .map((p) =>
+      p._tag === "text"
+        ? p.text
+        : p._tag === "tool-call"
+          ? `${p.name}${JSON.stringify(p.input)}`
+          : JSON.stringify({ status: p.status, data: p.data, error: p.error })
+    )
+    .join("\n")
+
+export interface CompactionPlan {
+  readonly archive: ReadonlyArray<Message>
+  readonly archivedTurns: ReadonlyArray<number>
+  readonly keptTurns: ReadonlyArray<number>
+  /** Fewer than `keepTurns` turns were kept because no more fit the budget. */
+  readonly reducedForBudget: boolean
+  readonly note?: string
+}
+
+/**
+ * Which turns to archive. Pure and deterministic. `exceptTurn` (the running turn) and an
+ * unfinished last turn are neither archived nor counted. With `budget` and `countMessage`, kept turns are reduced (oldest first)
+ * until their tokens fit.
+ */
+export const planCompaction = (
+  doc: HistoryDocument,
+  options: {
+    readonly keepTurns?: number
+    readonly exceptTurn?: number
+    readonly budget?: number
+    readonly countMessage?: (message: Message) => number
+  } = {}
+): CompactionPlan => {
+  const keepTurns = Math.max(0, options.keepTurns ?? defaultSettings.keepTurns)
+  const all = turnsOf(doc.messages.filter((m) => m.meta.archivedBy === undefined))
+  // The last turn, when unfinished, is running or may be resumed: it is never archived.
+  const running = all.at(-1)?.finished === false ? all.at(-1)!.turn : undefined
+  const live = all.filter((t) => t.turn !== options.exceptTurn && t.turn !== running)
+  const pinned = (t: Turn) => t.messages.some((m) => m.meta.pinned === true)
+  let keptCount = Math.min(keepTurns, live.length)
+  let reducedForBudget = false
+  let note: string | undefined
+  if (options.budget !== undefined && options.countMessage !== undefined) {
+    const count = options.countMessage
+    const tokens = (t: Turn) => t.messages.reduce((n, m) => n + count(m), 0)
+    const pinnedTokens = live
+      .slice(0, live.length - keptCount)
+      .filter(pinned)
+      .reduce((n, t) => n + tokens(t), 0)
+    let keptTokens = live.slice(live.length - keptCount).reduce((n, t) => n + tokens(t), 0) + pinnedTokens
+    const wanted = keptCount
+    while (keptCount > 0 && keptTokens > options.budget) {
+      const oldest = live[live.length - keptCount]!
+      if (!pinned(oldest)) keptTokens -= tokens(oldest)
+      keptCount--
+      reducedForBudget = true
+    }
+    if (reducedForBudget) {
+      note = `kept ${keptCount} whole turn${keptCount === 1 ? "" : "s"} instead of ${wanted}: no more fit ${options.budget} tokens`
+    }
+  }
+  const keptFrom = live.length - keptCount
+  const archivedTurns = live.slice(0, keptFrom).filter((t) => !pinned(t))
+  const archived = new Set(archivedTurns)
+  const keptTurns = live.filter((t) => !archived.has(t))
+  return {
+    archive: archivedTurns.flatMap((t) => t.messages),
+    archivedTurns: archivedTurns.map((t) => t.turn),
+    keptTurns: keptTurns.map((t) => t.turn),
+    reducedForBudget,
+    ...(note === undefined ? {} : { note })
+  }
+}
+
+/** Marks the plan's messages archived (by id, so messages added meanwhile stay) and adds the summary. */
+export const applyCompaction = (
+  doc: HistoryDocument,
+  plan: CompactionPlan,
+  archivedBy: string,
+  summary: Summary | undefined
+): HistoryDocument => {
+  const ids = new Set(plan.archive.map((m) => m.id))
+  return {
+    ...doc,
+    messages: doc.messages.map((m) =>
+      ids.has(m.id) && m.meta.archivedBy === undefined ? { ...m, meta: { ...m.meta, archivedBy } } : m
+    ),
+    compression: summary === undefined ? doc.compression : [...doc.compression, summary]
+  }
+}
+
+export type CompactionEvent =
+  | {
+      readonly _tag: "Started"
+      readonly archivedTurns: ReadonlyArray<number>
+      readonly keptTurns: ReadonlyArray<number>
+    }
+  | { readonly _tag: "Summarizing"; readonly messages: number }
+  | { readonly _tag: "FellBack"; readonly message: string }
+  | { readonly _tag: "Finished"; readonly summaryId: string | undefined; readonly archivedMessages: number }
+  | {
+      readonly _tag: "StillOver"
+      readonly estimated: number
+      readonly threshold: number
+      readonly message: string
+    }
+
+export interface CompactionResult {
+  readonly status: "not-needed" | "compacted" | "fell-back" | "nothing-to-compact"
+  readonly decision: TriggerDecision
+  readonly plan?: CompactionPlan
+  readonly summary?: Summary
+  /** Estimated tokens after compaction (kept history + summaries + the input estimate). */
+  readonly remaining?: number
+  /** True when what remains still reaches the trigger: reported, not retried. */
+  readonly stillOver: boolean
+  readonly events: ReadonlyArray<CompactionEvent>
+}
+
+export interface CompactOptions {
+  readonly sessionId: string
+  readonly input: string
+  /** Input tokens the provider reported for the last request. */
+  readonly lastUsage: number
+  /** The session's model as the registry resolves it: its window sets the trigger, its id the summary model. */
+  readonly model: Pick<ModelInfo, "id" | "contextWindow">
+  /** The running turn, left alone. */
+  readonly exceptTurn?: number
+  readonly settings?: Partial<CompactionSettings>
+  /** Token counter for the remaining-size check and budget-limited selection (default length / 3). */
+  readonly count?: (text: string) => number
+  readonly onEvent?: (event: CompactionEvent) => Effect.Effect<void>
+  readonly now?: string
+}
+
+/** Checks the trigger and, when it fires, compacts the session's history once. */
+export const compact = (
+  options: CompactOptions
+): Effect.Effect<CompactionResult, HistoryError, HistoryStore | Summarizer> =>
+  Effect.gen(function* () {
+    const store = yield* HistoryStore
+    const summarizer = yield* Summarizer
+    const settings = { ...defaultSettings, ...options.settings }
+    const count = options.count ?? ((text: string) => Math.ceil(text.length / 3))
+    const events: Array<CompactionEvent> = []
+    const emit = (event: CompactionEvent) =>
+      Effect.suspend(() => {
+        events.push(event)
+        return options.onEvent?.(event) ?? Effect.void
+      })
+
+    const doc = yield* store.load(options.sessionId)
+    const visible = doc.messages.filter((m) => m.meta.archivedBy === undefined)
+    const decision = shouldCompact({
+      lastUsage: options.lastUsage,
+      input: options.input,
+      window: options.model.contextWindow,
+      messageCount: visible.length,
+      settings
+    })
+    if (!decision.trigger) return { status: "not-needed", decision, stillOver: false, events } as const
+
+    const inputEstimate = Math.ceil(options.input.length / 3)
+    const summariesTokens = doc.compression.reduce((n, s) => n + count(s.text), 0)
+    // Room for the summary about to be written: a third of the trigger, at most 2,000 tokens.
+    const summaryReserve = Math.min(2_000, Math.floor(decision.threshold / 3))
+    const plan = planCompaction(doc, {
+      keepTurns: settings.keepTurns,
+      ...(options.exceptTurn === undefined ? {} : { exceptTurn: options.exceptTurn }),
+      budget: Math.max(0, decision.threshold - inputEstimate - summariesTokens - summaryReserve),
+      countMessage: (m) => count(messageText(m))
+    })
+
+    const remainingAfter = (next: HistoryDocument) => {
+      const view = historyView(next)
+      return (
+        view.messages.reduce((n, m) => n + count(messageText(m)), 0) +
+        view.summaries.reduce((n, s) => n + count(s.text), 0) +
+        inputEstimate
+      )
+    }
+    const reportIfOver = (remaining: number) =>
+      remaining >= decision.threshold
+        ? emit({
+            _tag: "StillOver",
+            estimated: remaining,
+            threshold: decision.threshold,
+            message: `History still takes about ${remaining} tokens after compaction (trigger ${decision.threshold}); not compacting again.`
+          }).pipe(Effect.as(true))
+        : Effect.succeed(false)
+
+    if (plan.archive.length === 0) {
+      const remaining = remainingAfter(doc)
+      const stillOver = yield* reportIfOver(remaining)
+      return { status: "nothing-to-compact", decision, plan, remaining, stillOver, events } as const
+    }
+
+    yield* emit({ _tag: "Started", archivedTurns: plan.archivedTurns, keptTurns: plan.keptTurns })
+    yield* emit({ _tag: "Summarizing", messages: plan.archive.length })
+    const fromTurn = plan.archivedTurns[0]!
+    const toTurn = plan.archivedTurns.at(-1)!
+    const produced = yield* summarizer
+      .summarize({
+        messages: plan.archive,
+        fromTurn,
+        toTurn,
+        model: options.model.id.slice(options.model.id.indexOf("/") + 1)
+      })
+      .pipe(
+        Effect.timeoutFail({ duration: settings.summaryTimeout, onTimeout: () => "timeout" as const }),
+        Effect.map(Option.some),
+        Effect.catchAll((failure) =>
+          emit({
+            _tag: "FellBack",
+            message:
+              failure === "timeout" ? TIMEOUT_MESSAGE : `${failure.message}; keeping recent history only.`
+          }).pipe(Effect.as(Option.none<string>()))
+        )
+      )
+
+    const summaryId = `s${doc.compression.length + 1}-t${fromTurn}-${toTurn}`
+    const summary: Summary | undefined = Option.match(produced, {
+      onNone: () => undefined,
+      onSome: (text) => ({
+        id: summaryId,
+        text,
+        fromTurn,
+        toTurn,
+        messageCount: plan.archive.length,
+        ...(options.now === undefined ? {} : { createdAt: options.now })
+      })
+    })
+    const archivedBy = summary === undefined ? `dropped-t${fromTurn}-${toTurn}` : summaryId
+    const next = yield* store.modify(options.sessionId, (current) => {
+      const updated = applyCompaction(current, plan, archivedBy, summary)
+      return Effect.succeed([updated, updated] as const)
+    })
+    const remaining = remainingAfter(next)
+    yield* emit({ _tag: "Finished", summaryId: summary?.id, archivedMessages: plan.archive.length })
+    const stillOver = yield* reportIfOver(remaining)
+    return {
+      status: summary === undefined ? "fell-back" : "compacted",
+      decision,
+      plan,
+      ...(summary === undefined ? {} : { summary }),
+      remaining,
+      stillOver,
+      events
+    } as const
+  }).pipe(Effect.withSpan("Compaction.compact"))
+
+/** `compact` as a stream of its progress events, ending when compaction ends (or failing with its error). */
+export const compactStream = (
+  options: Omit<CompactOptions, "onEvent">
+): Stream.Stream<CompactionEvent, HistoryError, HistoryStore | Summarizer> =>
+  Stream.unwrapScoped(
+    Effect.gen(function* () {
+      const mailbox = yield* Mailbox.make<CompactionEvent, HistoryError>()
+      yield* compact({ ...options, onEvent: (event) => Effect.asVoid(mailbox.offer(event)) }).pipe(
+        Effect.exit,
+        Effect.flatMap((exit) => mailbox.done(Exit.asVoid(exit))),
+        Effect.forkScoped
+      )
+      return Mailbox.toStream(mailbox)
+    })
+  )
