@@ -132,6 +132,32 @@ export const historyView = (doc: HistoryDocument, options: ViewOptions = {}): Hi
   }
 }
 
+/**
+ * L3 as messages: the summaries shown, each a system message (the first one saying how many older
+ * summaries are kept on file), then the visible history.
+ */
+export const toL3 = (
+  view: Pick<HistoryView, "summaries" | "olderSummaries" | "messages">
+): Array<Message> => [
+  ...view.summaries.map(
+    (summary, i): Message => ({
+      id: summary.id,
+      role: "system",
+      parts: [
+        {
+          _tag: "text",
+          text:
+            i === 0 && view.olderSummaries > 0
+              ? `${olderSummariesNote(view.olderSummaries)}\n\n${summary.text}`
+              : summary.text
+        }
+      ],
+      meta: { turn: summary.toTurn, kind: "summary" }
+    })
+  ),
+  ...view.messages
+]
+
 /** The note that goes with the summaries when older ones were left out. */
 export const olderSummariesNote = (count: number): string =>
   count === 0

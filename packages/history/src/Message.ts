@@ -44,7 +44,7 @@ export type ToolResultPart = typeof ToolResultPart.Type
 export const Part = Schema.Union(TextPart, ToolCallPart, ToolResultPart)
 export type Part = typeof Part.Type
 
-export const MessageKind = Schema.Literal("input", "step", "final", "reminder")
+export const MessageKind = Schema.Literal("input", "step", "final", "reminder", "summary")
 export type MessageKind = typeof MessageKind.Type
 
 export const Dismissal = Schema.Struct({

@@ -13,7 +13,7 @@ import {
   TIMEOUT_MESSAGE
 } from "../src/Compaction.ts"
 import * as HistoryStore from "../src/HistoryStore.ts"
-import { historyView, olderSummariesNote, pinMessage } from "../src/HistoryView.ts"
+import { historyView, olderSummariesNote, pinMessage, toL3 } from "../src/HistoryView.ts"
 import { emptyHistory } from "../src/Message.ts"
 import * as Summarizer from "../src/Summarizer.ts"
 import { turnsOf } from "../src/Turns.ts"
@@ -133,6 +133,12 @@ describe("compact", () => {
         expect(olderSummariesNote(view.olderSummaries)).toBe(
           "(2 older summaries are kept on file in messages.json.)"
         )
+        const l3 = toL3(view)
+        expect(l3[0]).toMatchObject({ id: newest.id, role: "system", meta: { kind: "summary" } })
+        expect((l3[0]!.parts[0] as { text: string }).text).toBe(
+          `(2 older summaries are kept on file in messages.json.)\n\n${newest.text}`
+        )
+        expect(l3.slice(1)).toEqual(view.messages)
       }).pipe(Effect.provide(memory))
   )
 
