@@ -1,0 +1,205 @@
+/**
+ * Provider renderers: a composition to what each API accepts.
+ *
+ * - `openai`: chat messages; system layers stay system messages where they are; tool calls as
+ *   `tool_calls`, results as `tool` messages right after.
+ * - `anthropic`: one top-level `system` (the leading system layers); a system layer after the
+ *   conversation has begun is folded into the next user turn (or, when none follows, the last one)
+ *   as a `<system-reminder>` block; roles strictly alternate, starting with the user; `tool_use`
+ *   blocks are answered by `tool_result` blocks at the start of the very next user message.
+ * - `react`: the ReAct text of seed 002 E1 (`[role] text` blocks, `Action: Tool[{...}]`).
+ *
+ * All three are pure and deterministic: the same composition gives byte-identical output.
+ */
+import type { Message, ToolResultPart } from "@ctxo/history/Message"
+import { textOf, toolCallsOf, toolResultsOf } from "@ctxo/history/Message"
+import type { Composition } from "./Composer.ts"
+
+export type Format = "openai" | "anthropic" | "react"
+
+export type OpenAIMessage =
+  | { readonly role: "system" | "user"; readonly content: string }
+  | {
+      readonly role: "assistant"
+      readonly content: string | null
+      readonly tool_calls?: ReadonlyArray<{
+        readonly id: string
+        readonly type: "function"
+        readonly function: { readonly name: string; readonly arguments: string }
+      }>
+    }
+  | { readonly role: "tool"; readonly tool_call_id: string; readonly content: string }
+
+export type AnthropicBlock =
+  | { readonly type: "text"; readonly text: string }
+  | { readonly type: "tool_use"; readonly id: string; readonly name: string; readonly input: unknown }
+  | {
+      readonly type: "tool_result"
+      readonly tool_use_id: string
+      readonly content: string
+      readonly is_error?: boolean
+    }
+
+export interface AnthropicMessage {
+  readonly role: "user" | "assistant"
+  readonly content: ReadonlyArray<AnthropicBlock>
+}
+
+export interface AnthropicRequest {
+  readonly system: string
+  readonly messages: ReadonlyArray<AnthropicMessage>
+}
+
+/** A tool result as the model reads it: status, data and error (seed 002 C1). */
+export const toolResultContent = (part: ToolResultPart): string =>
+  JSON.stringify({
+    status: part.status,
+    ...(part.data === undefined ? {} : { data: part.data }),
+    ...(part.error === undefined ? {} : { error: part.error })
+  })
+
+export const renderOpenAI = (
+  composition: Composition
+): { readonly messages: ReadonlyArray<OpenAIMessage> } => {
+  const messages: Array<OpenAIMessage> = []
+  const history = (message: Message) => {
+    if (message.role === "system") messages.push({ role: "system", content: textOf(message) })
+    else if (message.role === "user") messages.push({ role: "user", content: textOf(message) })
+    else if (message.role === "assistant") {
+      const calls = toolCallsOf(message)
+      const text = textOf(message)
+      messages.push({
+        role: "assistant",
+        content: text === "" && calls.length > 0 ? null : text,
+        ...(calls.length === 0
+          ? {}
+          : {
+              tool_calls: calls.map((c) => ({
+                id: c.callId,
+                type: "function" as const,
+                function: { name: c.name, arguments: JSON.stringify(c.input ?? {}) }
+              }))
+            })
+      })
+    } else {
+      for (const part of toolResultsOf(message)) {
+        messages.push({ role: "tool", tool_call_id: part.callId, content: toolResultContent(part) })
+      }
+    }
+  }
+  for (const layer of composition.layers) {
+    if (layer._tag === "system") messages.push({ role: "system", content: layer.text })
+    else if (layer._tag === "query") messages.push({ role: "user", content: layer.text })
+    else layer.messages.forEach(history)
+  }
+  return { messages }
+}
+
+export const systemReminder = (text: string): string => `<system-reminder>\n${text}\n</system-reminder>`
+
+export const renderAnthropic = (composition: Composition): AnthropicRequest => {
+  const system: Array<string> = []
+  const turns: Array<{ role: "user" | "assistant"; content: Array<AnthropicBlock> }> = []
+  let pending: Array<string> = []
+  let started = false
+
+  const push = (role: "user" | "assistant", blocks: ReadonlyArray<AnthropicBlock>) => {
+    if (blocks.length === 0) return
+    started = true
+    let content = [...blocks]
+    if (role === "user" && pending.length > 0) {
+      content = [
+        ...content,
+        ...pending.map((text): AnthropicBlock => ({ type: "text", text: systemReminder(text) }))
+      ]
+      pending = []
+    }
+    const last = turns.at(-1)
+    if (last !== undefined && last.role === role) last.content.push(...content)
+    else turns.push({ role, content })
+  }
+
+  const history = (message: Message) => {
+    if (message.role === "system") {
+      pending.push(textOf(message))
+      started = true
+    } else if (message.role === "user") push("user", [{ type: "text", text: textOf(message) }])
+    else if (message.role === "assistant") {
+      const blocks: Array<AnthropicBlock> = []
+      const text = textOf(message)
+      if (text !== "") blocks.push({ type: "text", text })
+      for (const call of toolCallsOf(message))
+        blocks.push({ type: "tool_use", id: call.callId, name: call.name, input: call.input ?? {} })
+      push("assistant", blocks)
+    } else {
+      push(
+        "user",
+        toolResultsOf(message).map((part) => ({
+          type: "tool_result" as const,
+          tool_use_id: part.callId,
+          content: toolResultContent(part),
+          ...(part.status === "error" ? { is_error: true } : {})
+        }))
+      )
+    }
+  }
+
+  for (const layer of composition.layers) {
+    if (layer._tag === "system") {
+      if (!started) system.push(layer.text)
+      else pending.push(layer.text)
+    } else if (layer._tag === "query") push("user", [{ type: "text", text: layer.text }])
+    else layer.messages.forEach(history)
+  }
+  // Reminders with no user turn after them go to the last user turn.
+  if (pending.length > 0) {
+    const lastUser = [...turns].reverse().find((t) => t.role === "user")
+    const blocks = pending.map((text): AnthropicBlock => ({ type: "text", text: systemReminder(text) }))
+    if (lastUser !== undefined) lastUser.content.push(...blocks)
+    else turns.push({ role: "user", content: blocks })
+    pending = []
+  }
+  // The conversation starts with the user; tool results lead their user message.
+  if (turns[0]?.role === "assistant") {
+    turns.unshift({
+      role: "user",
+      content: [{ type: "text", text: systemReminder("The conversation so far continues below.") }]
+    })
+  }
+  for (const turn of turns) {
+    if (turn.role === "user") {
+      turn.content.sort((a, b) => Number(b.type === "tool_result") - Number(a.type === "tool_result"))
+    }
+  }
+  return { system: system.join("\n\n"), messages: turns }
+}
+
+/** Seed 002 E1: the ReAct text format, one `[role] text` block per message. */
+export const renderReAct = (composition: Composition): { readonly prompt: string } => {
+  const blocks: Array<string> = []
+  const history = (message: Message) => {
+    if (message.role === "tool") {
+      for (const part of toolResultsOf(message)) blocks.push(`[tool] ${toolResultContent(part)}`)
+      return
+    }
+    const lines = [textOf(message)]
+    for (const call of toolCallsOf(message)) {
+      if (!lines[0]!.includes(`Action: ${call.name}[`))
+        lines.push(`Action: ${call.name}[${JSON.stringify(call.input ?? {})}]`)
+    }
+    blocks.push(`[${message.role}] ${lines.filter((l) => l !== "").join("\n")}`)
+  }
+  for (const layer of composition.layers) {
+    if (layer._tag === "system") blocks.push(`[system] ${layer.text}`)
+    else if (layer._tag === "query") blocks.push(`[user] ${layer.text}`)
+    else layer.messages.forEach(history)
+  }
+  return { prompt: blocks.join("\n\n") }
+}
+
+export const render = (composition: Composition, format: Format) =>
+  format === "openai"
+    ? renderOpenAI(composition)
+    : format === "anthropic"
+      ? renderAnthropic(composition)
+      : renderReAct(composition)
