@@ -1,0 +1,516 @@
+/**
+ * compile: a session's manifest, files and history in, the exact request for a model out, never
+ * over budget, with the report of what went in and why.
+ *
+ * The five stages of seed 000 — resolve sources, select blocks, merge references, format, emit —
+ * run as pure functions over the files read first through the sandboxed `Workspace`. The budget
+ * (`@ctxo/budget`) sees every layer as units: whole blocks, whole turns (newest first, no gaps),
+ * the required system prompt and input, and the final request counted whole.
+ *
+ * History trimming has hysteresis: when history is over its grant it is cut to 80% of it, and a
+ * later compile keeps that cut (`previous.historyStartTurn`) for as long as history from there
+ * still fits, so the prefix the provider caches stays the same for several turns.
+ */
+
+import { createHash } from "node:crypto"
+import type { SourceInput } from "@ctxo/budget/Budget"
+import { fitBudget } from "@ctxo/budget/Budget"
+import type { BudgetExceeded, UnknownModel } from "@ctxo/budget/BudgetErrors"
+import type { BudgetReport } from "@ctxo/budget/BudgetReport"
+import type { ChatMessage } from "@ctxo/budget/ChatFormat"
+import type { Unit } from "@ctxo/budget/Fit"
+import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
+import { Tokenizer } from "@ctxo/budget/Tokenizer"
+import { historyView } from "@ctxo/history/HistoryView"
+import type { HistoryDocument, Message } from "@ctxo/history/Message"
+import { emptyHistory, HistoryDocument as HistoryDocumentSchema } from "@ctxo/history/Message"
+import type { Turn } from "@ctxo/history/Turns"
+import { Effect, Either, Schema } from "effect"
+import type { DuplicateInput, InvalidContextKey } from "./CompilerErrors.ts"
+import { InvalidManifest, UnresolvedReference } from "./CompilerErrors.ts"
+import type { Composition } from "./Composer.ts"
+import { compose } from "./Composer.ts"
+import type { Manifest } from "./Manifest.ts"
+import { parseManifest } from "./Manifest.ts"
+import { withMentionReminder } from "./Mentions.ts"
+import type { ParsedReference } from "./References.ts"
+import { formatReference, parseInlineReferences, parseReference, resolveReference } from "./References.ts"
+import type { Format } from "./Render.ts"
+import { render } from "./Render.ts"
+import type { ContextUnit } from "./Sources.ts"
+import {
+  findRulesFile,
+  globMatcher,
+  isGlob,
+  knowledgeUnits,
+  selectProfileBlocks,
+  todoRecap,
+  treeContext
+} from "./Sources.ts"
+import { Workspace } from "./Workspace.ts"
+
+export const DEFAULT_MODEL = "openai/gpt-4o"
+
+/** What a compile leaves for the next compile of the same session. */
+export interface CompileState {
+  readonly historyStartTurn?: number
+  readonly messageHashes: ReadonlyArray<string>
+  readonly messageTokens: ReadonlyArray<number>
+}
+
+export interface CompileOptions {
+  readonly sessionId: string
+  /** The new user input (default: the manifest's `query`). */
+  readonly query?: string
+  readonly model?: string
+  readonly format?: Format
+  /** Use this manifest instead of the session's `context-config.json`. */
+  readonly manifest?: Manifest
+  readonly previous?: CompileState
+}
+
+export interface PrefixStats {
+  /** Hash of the static layers in front of the history. */
+  readonly hash: string
+  /** Tokens of those layers. */
+  readonly tokens: number
+  /** Leading messages (and their tokens) identical to the previous compile's. */
+  readonly unchangedMessages: number
+  readonly unchangedTokens: number
+}
+
+export interface CompileResult {
+  /** Tokens of each composed layer, in order (history: all its messages). */
+  readonly layers: ReadonlyArray<{ readonly id: string; readonly tokens: number; readonly messages?: number }>
+  readonly model: string
+  readonly format: Format
+  readonly request: unknown
+  readonly composition: Composition
+  readonly report: BudgetReport
+  readonly prefix: PrefixStats
+  readonly warnings: ReadonlyArray<string>
+  readonly state: CompileState
+}
+
+export type CompileError =
+  | InvalidManifest
+  | UnresolvedReference
+  | InvalidContextKey
+  | DuplicateInput
+  | UnknownModel
+  | BudgetExceeded
+
+const decodeHistory = Schema.decodeUnknownEither(Schema.parseJson(HistoryDocumentSchema))
+const emptyManifest = Either.getOrThrow(parseManifest("{}"))
+const hash = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 16)
+
+/** Which budget source (seed 003 shares) a context draws from. */
+const budgetSourceOf = (key: string): string =>
+  key === "tools__context"
+    ? "tools"
+    : key === "compression__context" || key === "todo__context"
+      ? "important_history"
+      : key === "experience__context"
+        ? "semantic"
+        : key === "knowledge__context" || key === "tree__context"
+          ? "knowledge"
+          : "skills"
+
+type CompileUnit = Unit &
+  (
+    | { readonly kind: "system_prompt" }
+    | { readonly kind: "query" }
+    | { readonly kind: "context"; readonly key: string }
+    | { readonly kind: "turn"; readonly turn: Turn }
+  )
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
+
+const orElseFail = <A, E>(either: Either.Either<A, E>) =>
+  Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
+
+export const compile = (options: CompileOptions) =>
+  Effect.gen(function* () {
+    const ws = yield* Workspace
+    const registry = yield* ModelRegistry
+    const tokenizer = yield* Tokenizer
+    const sid = options.sessionId
+    const warnings: Array<string> = []
+    const sessionFile = (path: string) => ws.read("session", sid, path)
+    if (!(yield* ws.hasSession(sid))) {
+      return yield* new UnresolvedReference({
+        ref: `session ${sid}`,
+        kind: "missing-file",
+        reason: `the data root ${ws.root} has no session ${sid}`
+      })
+    }
+
+    // --- the manifest
+    let manifest = options.manifest
+    if (manifest === undefined) {
+      const text = yield* sessionFile("context-config.json")
+      manifest =
+        text === undefined
+          ? emptyManifest
+          : yield* orElseFail(parseManifest(text, `${sid}/context-config.json`))
+    }
+
+    // --- Stage 1: resolve sources (system prompt files; session prompt; rules; todo; tree; extras)
+    const readRequired = (scope: "global" | "session", path: string) =>
+      Effect.flatMap(ws.read(scope, sid, path), (text) =>
+        text === undefined
+          ? Effect.fail(
+              new UnresolvedReference({
+                ref: path,
+                kind: "missing-file",
+                reason: `${scope === "global" ? "the data root" : `session ${sid}`} has no ${path}`
+              })
+            )
+          : Effect.succeed(text)
+      )
+    const globalPrompts: Array<string> = []
+    const sessionPrompts: Array<string> = []
+    for (const source of manifest.systemPrompt) {
+      const text = yield* readRequired(source.type, source.file)
+      ;(source.type === "global" ? globalPrompts : sessionPrompts).push(text.trim())
+    }
+    const units: Array<ContextUnit> = []
+    if (sessionPrompts.length > 0)
+      units.push({ key: "session_prompt__context", id: "session-prompt", text: sessionPrompts.join("\n\n") })
+
+    const sessionFiles = yield* ws.list("session", sid)
+    const rulesFile = findRulesFile(sessionFiles)
+    if (rulesFile !== undefined) {
+      const rules = yield* readRequired("session", rulesFile)
+      if (rules.trim() !== "")
+        units.push({ key: "rules__context", id: rulesFile, ref: rulesFile, text: rules.trim() })
+    }
+    const todoFile = manifest.todo ?? (sessionFiles.includes("milestones.md") ? "milestones.md" : undefined)
+    if (todoFile !== undefined) {
+      const recap = todoRecap(yield* readRequired("session", todoFile), todoFile)
+      if (recap !== undefined) units.push({ key: "todo__context", id: todoFile, ref: todoFile, text: recap })
+    }
+    if (manifest.tree !== undefined) {
+      const text = yield* orElseFail(
+        treeContext(
+          yield* readRequired("session", manifest.tree.file),
+          manifest.tree.node,
+          manifest.tree.file
+        )
+      )
+      units.push({
+        key: "tree__context",
+        id: `${manifest.tree.file}#${manifest.tree.node}`,
+        ref: manifest.tree.file,
+        text
+      })
+    }
+    for (const [key, value] of Object.entries(manifest.sources)) {
+      const text = typeof value === "string" ? value : yield* readRequired("session", value.file)
+      units.push({
+        key,
+        id: key,
+        ...(typeof value === "string" ? {} : { ref: value.file }),
+        text: text.trim()
+      })
+    }
+
+    // --- Stage 2: select blocks (profile) and knowledge blocks
+    if (manifest.profileBlocks.length > 0) {
+      const profile = yield* readRequired("global", manifest.profile)
+      units.push(
+        ...(yield* orElseFail(selectProfileBlocks(profile, manifest.profile, manifest.profileBlocks)))
+      )
+    }
+    for (const entry of manifest.knowledge) {
+      const paths = isGlob(entry.path) ? sessionFiles.filter(globMatcher(entry.path)) : [entry.path]
+      if (paths.length === 0) warnings.push(`knowledge ${entry.path}: no file matches`)
+      for (const path of paths) {
+        units.push(
+          ...(yield* orElseFail(knowledgeUnits(path, yield* readRequired("session", path), entry.block)))
+        )
+      }
+    }
+
+    // --- history (L3): the curated view, summaries as compression__context
+    const historyText =
+      manifest.chatHistory.strategy === "none" ? undefined : yield* sessionFile(manifest.chatHistory.source)
+    const doc: HistoryDocument =
+      historyText === undefined
+        ? emptyHistory
+        : yield* orElseFail(
+            decodeHistory(historyText).pipe(
+              Either.mapLeft(
+                (e) =>
+                  new InvalidManifest({
+                    file: `${sid}/${manifest.chatHistory.source}`,
+                    field: "(history)",
+                    reason: e.message
+                  })
+              )
+            )
+          )
+    const view = historyView(doc)
+    let turns = view.turns
+    if (manifest.chatHistory.strategy === "recent" && manifest.chatHistory.maxTurns !== undefined) {
+      turns = turns.slice(-manifest.chatHistory.maxTurns)
+    }
+    for (const summary of view.summaries) {
+      units.push({ key: "compression__context", id: summary.id, text: summary.text })
+    }
+
+    // --- Stage 3: merge references into the input; @file mentions get their reminder
+    const query = options.query ?? manifest.query ?? ""
+    const refs: Array<ParsedReference> = [...parseInlineReferences(query)]
+    // The manifest's references go with the manifest's query; a new input brings its own (inline).
+    for (const ref of options.query === undefined ? manifest.references : []) {
+      const parsed = yield* orElseFail(parseReference(ref))
+      if (!refs.some((r) => r.raw === parsed.raw)) refs.push(parsed)
+    }
+    const resolved: Array<string> = []
+    for (const ref of refs) {
+      const content = yield* ws
+        .read("session", sid, ref.path)
+        .pipe(
+          Effect.mapError((e) => new UnresolvedReference({ ref: ref.raw, kind: e.kind, reason: e.reason }))
+        )
+      const r = yield* orElseFail(resolveReference(ref, content))
+      if (r.warning !== undefined) warnings.push(r.warning)
+      resolved.push(formatReference(r))
+    }
+    const input = query === "" ? "" : [withMentionReminder(query), ...resolved].join("\n\n")
+
+    // --- model and budget
+    const model = yield* registry.resolve(options.model ?? manifest.model ?? DEFAULT_MODEL)
+    if (model.fallback !== undefined) warnings.push(model.fallback)
+    const counter = yield* tokenizer.counter(model)
+    const format = options.format ?? (model.provider === "anthropic" ? "anthropic" : "openai")
+    const systemPrompt = globalPrompts.join("\n\n")
+    const turnText = (t: Turn) => t.messages.map(messageText).join("\n")
+
+    const makeUnits = (historyTurns: ReadonlyArray<Turn>) => {
+      const unit = (u: DistributiveOmit<CompileUnit, "tokens">): CompileUnit =>
+        ({ ...u, tokens: counter.count(u.text) }) as CompileUnit
+      const system = unit({
+        kind: "system_prompt",
+        id: "system_prompt",
+        source: "system_prompt",
+        text: systemPrompt,
+        required: true
+      })
+      const queryUnit = unit({
+        kind: "query",
+        id: "query",
+        source: "user_input",
+        text: input,
+        required: true
+      })
+      const contextUnits = units.map((u) =>
+        unit({
+          kind: "context",
+          key: u.key,
+          id: u.id,
+          source: budgetSourceOf(u.key),
+          text: u.text,
+          ...(u.ref ? { ref: u.ref } : {})
+        })
+      )
+      const turnUnits = [...historyTurns]
+        .reverse()
+        .map((t) =>
+          unit({ kind: "turn", turn: t, id: `turn-${t.turn}`, source: "recent_history", text: turnText(t) })
+        )
+      const bySource = new Map<string, Array<CompileUnit>>()
+      for (const u of contextUnits) bySource.set(u.source, [...(bySource.get(u.source) ?? []), u])
+      const sources: Array<SourceInput<CompileUnit>> = [
+        { id: "system_prompt", required: true, units: [system] },
+        { id: "user_input", required: true, units: [queryUnit] },
+        ...[...bySource].map(([id, list]) => ({ id, units: list })),
+        { id: "recent_history", contiguous: true, units: turnUnits }
+      ]
+      return sources
+    }
+
+    const composeUnits = (included: ReadonlyArray<CompileUnit>) => {
+      const contexts: Record<string, string> = {}
+      for (const u of included)
+        if (u.kind === "context")
+          contexts[u.key] = contexts[u.key] === undefined ? u.text : `${contexts[u.key]}\n\n${u.text}`
+      const keptTurns = included
+        .filter((u) => u.kind === "turn")
+        .map((u) => (u as { turn: Turn }).turn)
+        .sort((a, b) => a.turn - b.turn)
+      return compose({
+        policy: manifest.policy,
+        systemPrompt,
+        contexts,
+        checkpointMessages: keptTurns.flatMap((t) => t.messages),
+        ...(input === "" ? {} : { query: input }),
+        process: {
+          role: manifest.process.role,
+          knowledge: manifest.process.knowledge,
+          ...(manifest.process.enableShareContext === undefined
+            ? {}
+            : { enableShareContext: manifest.process.enableShareContext })
+        }
+      })
+    }
+    const countRendered = (composition: Composition) =>
+      counter.countMessages(chatMessagesOf(render(composition, format), format))
+    const budgetOptions = {
+      ...(manifest.budget.outputReserve === undefined
+        ? {}
+        : { outputReserve: manifest.budget.outputReserve }),
+      ...(manifest.budget.outputReserveRatio === undefined
+        ? {}
+        : { outputReserveRatio: manifest.budget.outputReserveRatio })
+    }
+    const fitWith = (historyTurns: ReadonlyArray<Turn>) =>
+      fitBudget({
+        model,
+        counter,
+        ...budgetOptions,
+        sources: makeUnits(historyTurns),
+        countTotal: (included) =>
+          Either.match(composeUnits(included), {
+            onLeft: () => Number.POSITIVE_INFINITY,
+            onRight: countRendered
+          })
+      })
+
+    let fitted = yield* orElseFail(fitWith(turns))
+    const droppedTurn = fitted.report.units.some(
+      (u) => u.source === "recent_history" && u.status !== "included"
+    )
+    let historyStartTurn = turns[0]?.turn
+    if (droppedTurn) {
+      // Hysteresis: keep the previous cut while history from there fits; else cut to 80% of the grant.
+      const grant = fitted.report.sources.find((s) => s.id === "recent_history")?.grant ?? 0
+      const tokensFrom = (start: number) =>
+        turns.filter((t) => t.turn >= start).reduce((n, t) => n + counter.count(turnText(t)), 0)
+      const previousStart = options.previous?.historyStartTurn
+      if (
+        previousStart !== undefined &&
+        turns.some((t) => t.turn >= previousStart) &&
+        tokensFrom(previousStart) <= grant
+      ) {
+        historyStartTurn = previousStart
+      } else {
+        let used = 0
+        historyStartTurn = undefined
+        for (const t of [...turns].reverse()) {
+          used += counter.count(turnText(t))
+          if (used > Math.floor(grant * 0.8)) break
+          historyStartTurn = t.turn
+        }
+      }
+      const start = historyStartTurn
+      const kept = start === undefined ? [] : turns.filter((t) => t.turn >= start)
+      const refit = yield* orElseFail(fitWith(kept))
+      // The turns before the cut are in the report too, with the reason they are out.
+      const cutUnits = turns
+        .filter((t) => start === undefined || t.turn < start)
+        .reverse()
+        .map((t) => ({
+          id: `turn-${t.turn}`,
+          source: "recent_history",
+          hash: hash(turnText(t)),
+          tokens: counter.count(turnText(t)),
+          counted: counter.method,
+          status: "dropped" as const,
+          reason:
+            start === undefined
+              ? "no whole turn fits the history grant"
+              : `before the history cut at turn ${start} (history is cut to 80% of its grant and the cut is kept while it fits)`
+        }))
+      fitted = { ...refit, report: { ...refit.report, units: [...refit.report.units, ...cutUnits] } }
+    }
+
+    // --- Stage 4 and 5: format and emit
+    const composition = yield* orElseFail(composeUnits(fitted.included))
+    const request = render(composition, format)
+
+    const messages = chatMessagesOf(request, format)
+    const messageHashes = messages.map((m) => hash(JSON.stringify(m)))
+    const messageTokens = messages.map((m) => counter.countMessages([m]) - counter.countMessages([]))
+    const staticLayers = composition.layers.filter((_, i) =>
+      composition.layers.slice(0, i + 1).every((l) => l._tag === "system")
+    )
+    let unchangedMessages = 0
+    const previousHashes = options.previous?.messageHashes ?? []
+    while (
+      unchangedMessages < messageHashes.length &&
+      previousHashes[unchangedMessages] === messageHashes[unchangedMessages]
+    )
+      unchangedMessages++
+    const prefix: PrefixStats = {
+      hash: hash(staticLayers.map((l) => (l._tag === "system" ? `${l.id}\n${l.text}` : "")).join("\n\n")),
+      tokens: staticLayers.reduce((n, l) => n + (l._tag === "system" ? counter.count(l.text) : 0), 0),
+      unchangedMessages,
+      unchangedTokens: messageTokens.slice(0, unchangedMessages).reduce((a, b) => a + b, 0)
+    }
+    const layers = composition.layers.map((l) =>
+      l._tag === "history"
+        ? {
+            id: l.id,
+            tokens: l.messages.reduce((n, m) => n + counter.count(messageText(m)), 0),
+            messages: l.messages.length
+          }
+        : { id: l.id, tokens: counter.count(l.text) }
+    )
+    return {
+      layers,
+      model: model.id,
+      format,
+      request,
+      composition,
+      report: fitted.report,
+      prefix,
+      warnings,
+      state: { ...(historyStartTurn === undefined ? {} : { historyStartTurn }), messageHashes, messageTokens }
+    } satisfies CompileResult
+  }).pipe(Effect.withSpan("Compiler.compile"))
+
+/** Text of a message for counting a history turn. */
+const messageText = (m: Message) =>
+  m.parts
+    .map((p) =>
+      p._tag === "text"
+        ? p.text
+        : p._tag === "tool-call"
+          ? `${p.name}${JSON.stringify(p.input)}`
+          : JSON.stringify({ status: p.status, data: p.data, error: p.error })
+    )
+    .join("\n")
+
+/** A rendered request as chat messages for counting with the provider's framing. */
+export const chatMessagesOf = (request: ReturnType<typeof render>, format: Format): Array<ChatMessage> => {
+  if (format === "openai") {
+    return (request as { messages: ReadonlyArray<Record<string, unknown>> }).messages.map((m) => ({
+      role: m.role as ChatMessage["role"],
+      content: typeof m.content === "string" ? m.content : null,
+      ...(Array.isArray(m.tool_calls)
+        ? {
+            toolCalls: (
+              m.tool_calls as Array<{ id: string; function: { name: string; arguments: string } }>
+            ).map((c) => ({
+              id: c.id,
+              name: c.function.name,
+              arguments: c.function.arguments
+            }))
+          }
+        : {})
+    }))
+  }
+  if (format === "anthropic") {
+    const r = request as {
+      system: string
+      messages: ReadonlyArray<{ role: "user" | "assistant"; content: unknown }>
+    }
+    return [
+      ...(r.system === "" ? [] : [{ role: "system" as const, content: r.system }]),
+      ...r.messages.map((m) => ({ role: m.role, content: JSON.stringify(m.content) }))
+    ]
+  }
+  return [{ role: "user", content: (request as { prompt: string }).prompt }]
+}

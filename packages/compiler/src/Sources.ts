@@ -1,0 +1,183 @@
+/**
+ * The pure halves of the collectors (seed 003 ContextSource): each turns file contents into one
+ * `__context` text, or into units the budget can cut between. Reading the files is `Compile`'s
+ * job (through the sandboxed `Workspace`); these functions only format.
+ */
+import type { Block } from "@ctxo/blocks/Block"
+import { blockText, flattenBlocks } from "@ctxo/blocks/Block"
+import { resolveBlock } from "@ctxo/blocks/BlockResolver"
+import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
+import { Either } from "effect"
+import { UnresolvedReference } from "./CompilerErrors.ts"
+
+/** A piece of a context the budget may keep or drop whole (a block, a file, a summary). */
+export interface ContextUnit {
+  readonly key: string
+  readonly id: string
+  readonly ref?: string
+  readonly text: string
+}
+
+/** Stage 2 (select blocks): the profile blocks the manifest lists, each with its children. */
+export const selectProfileBlocks = (
+  content: string,
+  file: string,
+  ids: ReadonlyArray<string>
+): Either.Either<Array<ContextUnit>, UnresolvedReference> => {
+  const blocks = parseMarkdownBlocks(content, file)
+  const units: Array<ContextUnit> = []
+  for (const id of ids) {
+    const resolved = resolveBlock(blocks, id, { file })
+    if (Either.isLeft(resolved)) {
+      return Either.left(
+        new UnresolvedReference({
+          ref: `[${file}#${id}]`,
+          kind: "missing-block",
+          reason: resolved.left.message
+        })
+      )
+    }
+    const block = resolved.right.block
+    units.push({
+      key: "profile__context",
+      id: `${file}#${block.id}`,
+      ref: `[${file}#${block.id}]`,
+      text: blockText(content, block)
+    })
+  }
+  return Either.right(units)
+}
+
+/** `CODE_LAW.md` in any letter case, at the root of the workspace (seed 002 C5). */
+export const findRulesFile = (files: ReadonlyArray<string>): string | undefined =>
+  files.find((f) => !f.includes("/") && f.toLowerCase() === "code_law.md")
+
+/** A todo recap from Markdown task lists (`- [ ]` / `- [x]`): progress and what is open, in order. */
+export const todoRecap = (markdown: string, file: string): string | undefined => {
+  const tasks = [...markdown.matchAll(/^\s*[-*+] \[([ xX])\] (.+)$/gm)].map((m) => ({
+    done: m[1] !== " ",
+    text: m[2]!.trim()
+  }))
+  if (tasks.length === 0) return undefined
+  const open = tasks.filter((t) => !t.done)
+  return [
+    `Todo (${file}): ${tasks.length - open.length} of ${tasks.length} done.`,
+    ...(open.length > 0 ? ["Open:", ...open.map((t) => `- [ ] ${t.text}`)] : ["All tasks are done."])
+  ].join("\n")
+}
+
+interface TreeNode {
+  readonly id: string
+  readonly title: string
+  readonly status?: string
+  readonly description?: string
+  readonly parent?: string
+  readonly dependsOn?: ReadonlyArray<string>
+  readonly notes?: string
+}
+
+/**
+ * Seed 004's tree context of one node: the node, its ancestors (root first), its dependencies
+ * and its children, as Markdown sections.
+ */
+export const treeContext = (
+  json: string,
+  nodeId: string,
+  file: string
+): Either.Either<string, UnresolvedReference> => {
+  const fail = (reason: string) =>
+    Either.left(new UnresolvedReference({ ref: `${file}#${nodeId}`, kind: "invalid", reason }))
+  let nodes: ReadonlyArray<TreeNode>
+  try {
+    const parsed = JSON.parse(json) as { nodes?: ReadonlyArray<TreeNode> }
+    nodes = parsed.nodes ?? []
+  } catch (e) {
+    return fail(`${file} is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
+  }
+  const byId = new Map(nodes.map((n) => [n.id, n]))
+  const node = byId.get(nodeId)
+  if (node === undefined) return fail(`no node "${nodeId}" in ${file}`)
+  const line = (n: TreeNode) => `- ${n.title}${n.status ? ` (${n.status})` : ""}`
+  const ancestors: Array<TreeNode> = []
+  for (let p = node.parent; p !== undefined; ) {
+    const parent = byId.get(p)
+    if (parent === undefined || ancestors.includes(parent)) break
+    ancestors.unshift(parent)
+    p = parent.parent
+  }
+  const dependencies = (node.dependsOn ?? []).map((id) => byId.get(id)).filter((n) => n !== undefined)
+  const children = nodes.filter((n) => n.parent === node.id)
+  const sections = [
+    `## Current task: ${node.title}${node.status ? ` (${node.status})` : ""}`,
+    ...(node.description ? [node.description] : []),
+    ...(node.notes ? [`Notes: ${node.notes}`] : []),
+    ...(ancestors.length > 0 ? ["", "## Ancestors (root first)", ...ancestors.map(line)] : []),
+    ...(dependencies.length > 0 ? ["", "## Dependencies", ...dependencies.map(line)] : []),
+    ...(children.length > 0 ? ["", "## Children", ...children.map(line)] : [])
+  ]
+  return Either.right(sections.join("\n"))
+}
+
+/** A file as knowledge units: Markdown by top-level block, anything else whole. */
+export const knowledgeUnits = (
+  path: string,
+  content: string,
+  block?: string
+): Either.Either<Array<ContextUnit>, UnresolvedReference> => {
+  if (block !== undefined) {
+    const blocks = parseMarkdownBlocks(content, path)
+    const resolved = resolveBlock(blocks, block, { file: path })
+    if (Either.isLeft(resolved)) {
+      return Either.left(
+        new UnresolvedReference({
+          ref: `[${path}#${block}]`,
+          kind: "missing-block",
+          reason: resolved.left.message
+        })
+      )
+    }
+    const b = resolved.right.block
+    return Either.right([
+      {
+        key: "knowledge__context",
+        id: `${path}#${b.id}`,
+        ref: `[${path}#${b.id}]`,
+        text: blockText(content, b)
+      }
+    ])
+  }
+  if (!/\.(md|markdown)$/i.test(path))
+    return Either.right([{ key: "knowledge__context", id: path, ref: path, text: content }])
+  const top: ReadonlyArray<Block> = parseMarkdownBlocks(content, path)
+  if (top.length === 0) return Either.right([])
+  return Either.right(
+    top.map((b) => ({
+      key: "knowledge__context",
+      id: `${path}#${b.id}`,
+      ref: `[${path}#${b.id}]`,
+      text: blockText(content, b)
+    }))
+  )
+}
+
+/** A glob (`*` within a segment, `**` across segments, `?`) as a test on relative paths. */
+export const globMatcher = (pattern: string): ((path: string) => boolean) => {
+  let re = ""
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!
+    if (c === "*" && pattern[i + 1] === "*") {
+      re += pattern[i + 2] === "/" ? "(?:.*/)?" : ".*"
+      i += pattern[i + 2] === "/" ? 2 : 1
+    } else if (c === "*") re += "[^/]*"
+    else if (c === "?") re += "[^/]"
+    else re += c.replace(/[.+^${}()|[\]\\]/g, "\\$&")
+  }
+  const regex = new RegExp(`^${re}$`)
+  return (path) => regex.test(path)
+}
+
+export const isGlob = (path: string) => /[*?]/.test(path)
+
+/** Count of blocks, for reports. */
+export const blockCount = (content: string, file: string) =>
+  flattenBlocks(parseMarkdownBlocks(content, file)).length
