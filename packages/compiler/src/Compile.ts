@@ -30,6 +30,8 @@ import type { DuplicateInput, InvalidContextKey } from "./CompilerErrors.ts"
 import { InvalidManifest, UnresolvedReference } from "./CompilerErrors.ts"
 import type { Composition } from "./Composer.ts"
 import { compose } from "./Composer.ts"
+import type { ContextSource } from "./ContextSource.ts"
+import { collectAll, defaultSources } from "./ContextSource.ts"
 import type { Manifest } from "./Manifest.ts"
 import { parseManifest } from "./Manifest.ts"
 import { withMentionReminder } from "./Mentions.ts"
@@ -37,16 +39,6 @@ import type { ParsedReference } from "./References.ts"
 import { formatReference, parseInlineReferences, parseReference, resolveReference } from "./References.ts"
 import type { Format } from "./Render.ts"
 import { render } from "./Render.ts"
-import type { ContextUnit } from "./Sources.ts"
-import {
-  findRulesFile,
-  globMatcher,
-  isGlob,
-  knowledgeUnits,
-  selectProfileBlocks,
-  todoRecap,
-  treeContext
-} from "./Sources.ts"
 import { Workspace } from "./Workspace.ts"
 
 export const DEFAULT_MODEL = "openai/gpt-4o"
@@ -67,6 +59,8 @@ export interface CompileOptions {
   /** Use this manifest instead of the session's `context-config.json`. */
   readonly manifest?: Manifest
   readonly previous?: CompileState
+  /** The collectors to run (default: `defaultSources`). */
+  readonly sources?: ReadonlyArray<ContextSource>
 }
 
 export interface PrefixStats {
@@ -169,70 +163,11 @@ export const compile = (options: CompileOptions) =>
           : Effect.succeed(text)
       )
     const globalPrompts: Array<string> = []
-    const sessionPrompts: Array<string> = []
     for (const source of manifest.systemPrompt) {
-      const text = yield* readRequired(source.type, source.file)
-      ;(source.type === "global" ? globalPrompts : sessionPrompts).push(text.trim())
-    }
-    const units: Array<ContextUnit> = []
-    if (sessionPrompts.length > 0)
-      units.push({ key: "session_prompt__context", id: "session-prompt", text: sessionPrompts.join("\n\n") })
-
-    const sessionFiles = yield* ws.list("session", sid)
-    const rulesFile = findRulesFile(sessionFiles)
-    if (rulesFile !== undefined) {
-      const rules = yield* readRequired("session", rulesFile)
-      if (rules.trim() !== "")
-        units.push({ key: "rules__context", id: rulesFile, ref: rulesFile, text: rules.trim() })
-    }
-    const todoFile = manifest.todo ?? (sessionFiles.includes("milestones.md") ? "milestones.md" : undefined)
-    if (todoFile !== undefined) {
-      const recap = todoRecap(yield* readRequired("session", todoFile), todoFile)
-      if (recap !== undefined) units.push({ key: "todo__context", id: todoFile, ref: todoFile, text: recap })
-    }
-    if (manifest.tree !== undefined) {
-      const text = yield* orElseFail(
-        treeContext(
-          yield* readRequired("session", manifest.tree.file),
-          manifest.tree.node,
-          manifest.tree.file
-        )
-      )
-      units.push({
-        key: "tree__context",
-        id: `${manifest.tree.file}#${manifest.tree.node}`,
-        ref: manifest.tree.file,
-        text
-      })
-    }
-    for (const [key, value] of Object.entries(manifest.sources)) {
-      const text = typeof value === "string" ? value : yield* readRequired("session", value.file)
-      units.push({
-        key,
-        id: key,
-        ...(typeof value === "string" ? {} : { ref: value.file }),
-        text: text.trim()
-      })
+      if (source.type === "global") globalPrompts.push((yield* readRequired("global", source.file)).trim())
     }
 
-    // --- Stage 2: select blocks (profile) and knowledge blocks
-    if (manifest.profileBlocks.length > 0) {
-      const profile = yield* readRequired("global", manifest.profile)
-      units.push(
-        ...(yield* orElseFail(selectProfileBlocks(profile, manifest.profile, manifest.profileBlocks)))
-      )
-    }
-    for (const entry of manifest.knowledge) {
-      const paths = isGlob(entry.path) ? sessionFiles.filter(globMatcher(entry.path)) : [entry.path]
-      if (paths.length === 0) warnings.push(`knowledge ${entry.path}: no file matches`)
-      for (const path of paths) {
-        units.push(
-          ...(yield* orElseFail(knowledgeUnits(path, yield* readRequired("session", path), entry.block)))
-        )
-      }
-    }
-
-    // --- history (L3): the curated view, summaries as compression__context
+    // --- history (L3): the curated view; its summaries become compression__context
     const historyText =
       manifest.chatHistory.strategy === "none" ? undefined : yield* sessionFile(manifest.chatHistory.source)
     const doc: HistoryDocument =
@@ -255,9 +190,17 @@ export const compile = (options: CompileOptions) =>
     if (manifest.chatHistory.strategy === "recent" && manifest.chatHistory.maxTurns !== undefined) {
       turns = turns.slice(-manifest.chatHistory.maxTurns)
     }
-    for (const summary of view.summaries) {
-      units.push({ key: "compression__context", id: summary.id, text: summary.text })
-    }
+
+    // --- Stage 1 and 2 for the contexts: the collectors (session prompt, rules, todo, tree, extras,
+    // profile blocks, knowledge blocks, summaries)
+    const units = yield* collectAll(options.sources ?? defaultSources, {
+      sessionId: sid,
+      manifest,
+      sessionFiles: yield* ws.list("session", sid),
+      summaries: view.summaries,
+      read: readRequired,
+      warn: (message) => warnings.push(message)
+    })
 
     // --- Stage 3: merge references into the input; @file mentions get their reminder
     const query = options.query ?? manifest.query ?? ""

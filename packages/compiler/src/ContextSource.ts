@@ -1,0 +1,175 @@
+/**
+ * Collectors behind one interface (seed 003 ContextSource, seed 001 ContextCollector): each reads
+ * what it needs through the collect context and returns units of one `__context` key. The
+ * formatting is in `Sources` (pure); a key that does not end in `__context` is refused.
+ */
+import type { Summary } from "@ctxo/history/Message"
+import { Effect, Either } from "effect"
+import { InvalidContextKey, type UnresolvedReference } from "./CompilerErrors.ts"
+import type { Manifest } from "./Manifest.ts"
+import type { ContextUnit } from "./Sources.ts"
+import {
+  findRulesFile,
+  globMatcher,
+  isGlob,
+  knowledgeUnits,
+  selectProfileBlocks,
+  todoRecap,
+  treeContext
+} from "./Sources.ts"
+
+export interface CollectContext {
+  readonly sessionId: string
+  readonly manifest: Manifest
+  /** The session's files, relative, sorted. */
+  readonly sessionFiles: ReadonlyArray<string>
+  /** Summaries the history view shows (compression__context). */
+  readonly summaries: ReadonlyArray<Summary>
+  /** Reads a file that must exist (global: the data root; session: the session directory). */
+  readonly read: (scope: "global" | "session", path: string) => Effect.Effect<string, UnresolvedReference>
+  readonly warn: (message: string) => void
+}
+
+export interface ContextSource {
+  readonly id: string
+  readonly collect: (
+    context: CollectContext
+  ) => Effect.Effect<ReadonlyArray<ContextUnit>, UnresolvedReference>
+}
+
+const fromEither = <A, E>(either: Either.Either<A, E>) =>
+  Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
+
+/** Session-level system prompt files (`systemPrompt[]` of type `session`). */
+export const sessionPromptSource: ContextSource = {
+  id: "session-prompt",
+  collect: (c) =>
+    Effect.gen(function* () {
+      const texts: Array<string> = []
+      for (const s of c.manifest.systemPrompt)
+        if (s.type === "session") texts.push((yield* c.read("session", s.file)).trim())
+      return texts.length === 0
+        ? []
+        : [{ key: "session_prompt__context", id: "session-prompt", text: texts.join("\n\n") }]
+    })
+}
+
+/** `CODE_LAW.md` (any case) at the session root, as rules (seed 002 C5). */
+export const rulesSource: ContextSource = {
+  id: "rules",
+  collect: (c) =>
+    Effect.gen(function* () {
+      const file = findRulesFile(c.sessionFiles)
+      if (file === undefined) return []
+      const text = (yield* c.read("session", file)).trim()
+      return text === "" ? [] : [{ key: "rules__context", id: file, ref: file, text }]
+    })
+}
+
+/** The todo recap: the manifest's todo file, else `milestones.md` when the session has one. */
+export const todoSource: ContextSource = {
+  id: "todo",
+  collect: (c) =>
+    Effect.gen(function* () {
+      const file = c.manifest.todo ?? (c.sessionFiles.includes("milestones.md") ? "milestones.md" : undefined)
+      if (file === undefined) return []
+      const recap = todoRecap(yield* c.read("session", file), file)
+      return recap === undefined ? [] : [{ key: "todo__context", id: file, ref: file, text: recap }]
+    })
+}
+
+/** The tree context of seed 004: a node with its ancestors, dependencies and children. */
+export const treeSource: ContextSource = {
+  id: "tree",
+  collect: (c) =>
+    Effect.gen(function* () {
+      const tree = c.manifest.tree
+      if (tree === undefined) return []
+      const text = yield* fromEither(treeContext(yield* c.read("session", tree.file), tree.node, tree.file))
+      return [{ key: "tree__context", id: `${tree.file}#${tree.node}`, ref: tree.file, text }]
+    })
+}
+
+/** Selected blocks of the profile (`profileBlocks`). */
+export const profileSource: ContextSource = {
+  id: "profile",
+  collect: (c) =>
+    c.manifest.profileBlocks.length === 0
+      ? Effect.succeed([])
+      : Effect.flatMap(c.read("global", c.manifest.profile), (profile) =>
+          fromEither(selectProfileBlocks(profile, c.manifest.profile, c.manifest.profileBlocks))
+        )
+}
+
+/** Knowledge: files (Markdown split by top-level block), blocks, and globs of session files. */
+export const knowledgeSource: ContextSource = {
+  id: "knowledge",
+  collect: (c) =>
+    Effect.gen(function* () {
+      const units: Array<ContextUnit> = []
+      for (const entry of c.manifest.knowledge) {
+        const paths = isGlob(entry.path) ? c.sessionFiles.filter(globMatcher(entry.path)) : [entry.path]
+        if (paths.length === 0) c.warn(`knowledge ${entry.path}: no file matches`)
+        for (const path of paths)
+          units.push(
+            ...(yield* fromEither(knowledgeUnits(path, yield* c.read("session", path), entry.block)))
+          )
+      }
+      return units
+    })
+}
+
+/** The persisted compression summaries (`compression__context`), one unit each. */
+export const compressionSource: ContextSource = {
+  id: "compression",
+  collect: (c) =>
+    Effect.succeed(c.summaries.map((s) => ({ key: "compression__context", id: s.id, text: s.text })))
+}
+
+/** Extra contexts named in the manifest's `sources`: inline text or a session file. */
+export const extraSource: ContextSource = {
+  id: "extra",
+  collect: (c) =>
+    Effect.gen(function* () {
+      const units: Array<ContextUnit> = []
+      for (const [key, value] of Object.entries(c.manifest.sources)) {
+        const text = typeof value === "string" ? value : yield* c.read("session", value.file)
+        units.push({
+          key,
+          id: key,
+          ...(typeof value === "string" ? {} : { ref: value.file }),
+          text: text.trim()
+        })
+      }
+      return units
+    })
+}
+
+export const defaultSources: ReadonlyArray<ContextSource> = [
+  sessionPromptSource,
+  rulesSource,
+  todoSource,
+  treeSource,
+  extraSource,
+  profileSource,
+  knowledgeSource,
+  compressionSource
+]
+
+/** Runs the sources in order; any unit whose key does not end in `__context` is refused. */
+export const collectAll = (sources: ReadonlyArray<ContextSource>, context: CollectContext) =>
+  Effect.gen(function* () {
+    const units: Array<ContextUnit> = []
+    for (const source of sources) {
+      for (const unit of yield* source.collect(context)) {
+        if (!unit.key.endsWith("__context")) {
+          return yield* new InvalidContextKey({
+            key: unit.key,
+            reason: `collector "${source.id}" returned a key that does not end in "__context"`
+          })
+        }
+        units.push(unit)
+      }
+    }
+    return units
+  })
