@@ -125,7 +125,7 @@ export interface RepairResult<U extends Unit> {
  * the included units (in their original order) and counts it whole. While over: drop the
  * lowest-priority droppable unit (ties: the last one). Then refill: candidates in priority order
  * (the ones just dropped and any `candidates` whose own tokens fit the slack) are added back when
- * the whole still fits.
+ * the whole still fits (at most `maxRefills` attempts: each one counts the whole request).
  */
 export const repair = <U extends Unit>(options: {
   readonly included: ReadonlyArray<U>
@@ -134,6 +134,8 @@ export const repair = <U extends Unit>(options: {
   readonly countTotal: (included: ReadonlyArray<U>) => number
   /** A unit's priority (default: its own `priority`, else 0). */
   readonly priorityOf?: (unit: U) => number
+  /** At most this many refill attempts, each a whole count (default 16). */
+  readonly maxRefills?: number
 }): RepairResult<U> => {
   const priority = options.priorityOf ?? ((unit: U) => unit.priority ?? 0)
   const order = new Map<U, number>([...options.included, ...(options.candidates ?? [])].map((u, i) => [u, i]))
@@ -162,8 +164,10 @@ export const repair = <U extends Unit>(options: {
     const refill = [...droppedHere, ...(options.candidates ?? [])]
       .filter((u, i, all) => all.indexOf(u) === i)
       .sort((a, b) => priority(b) - priority(a) || order.get(a)! - order.get(b)!)
+    let attempts = options.maxRefills ?? 16
     for (const unit of refill) {
       if (unit.tokens > options.limit - total) continue
+      if (attempts-- <= 0) break
       included.add(unit)
       const after = options.countTotal(sorted(included))
       if (after <= options.limit) {

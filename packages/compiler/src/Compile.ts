@@ -232,8 +232,30 @@ export const compile = (options: CompileOptions) =>
     const turnText = (t: Turn) => t.messages.map(messageText).join("\n")
 
     const makeUnits = (historyTurns: ReadonlyArray<Turn>) => {
+      // A unit's tokens are what it adds to the rendered request: its text plus the provider's
+      // framing (a context is one system message; a turn its messages with their tool calls), so the
+      // final exact count rarely needs repairing.
+      const framed = (messages: ReadonlyArray<ChatMessage>) =>
+        counter.countMessages(messages) - counter.countMessages([])
       const unit = (u: DistributiveOmit<CompileUnit, "tokens">): CompileUnit =>
-        ({ ...u, tokens: counter.count(u.text) }) as CompileUnit
+        ({
+          ...u,
+          tokens:
+            u.kind === "turn"
+              ? framed(
+                  chatMessagesOf(
+                    render(
+                      {
+                        policy: manifest.policy,
+                        layers: [{ _tag: "history", id: "checkpoint_messages", messages: u.turn.messages }]
+                      },
+                      "openai"
+                    ),
+                    "openai"
+                  )
+                )
+              : framed([{ role: u.kind === "query" ? "user" : "system", content: u.text }])
+        }) as CompileUnit
       const system = unit({
         kind: "system_prompt",
         id: "system_prompt",
