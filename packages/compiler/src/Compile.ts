@@ -94,7 +94,19 @@ export type CompileError =
   | UnknownModel
   | BudgetExceeded
 
-const decodeHistory = Schema.decodeUnknownEither(Schema.parseJson(HistoryDocumentSchema))
+const decodeHistoryText = Schema.decodeUnknownEither(Schema.parseJson(HistoryDocumentSchema))
+// Decoded histories by their exact text: the workspace hands back the same string while the file
+// is unchanged, so a warm compile does not decode thousands of messages again.
+const decodedHistories = new Map<string, ReturnType<typeof decodeHistoryText>>()
+const decodeHistory = (text: string) => {
+  let decoded = decodedHistories.get(text)
+  if (decoded === undefined) {
+    decoded = decodeHistoryText(text)
+    decodedHistories.set(text, decoded)
+    if (decodedHistories.size > 16) decodedHistories.delete(decodedHistories.keys().next().value!)
+  }
+  return decoded
+}
 const emptyManifest = Either.getOrThrow(parseManifest("{}"))
 const hash = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 16)
 
@@ -119,6 +131,27 @@ type CompileUnit = Unit &
   )
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
+
+// Tokens of a rendered turn, by its first message (the same object while the history file is
+// unchanged) and the tokenizer: a warm compile does not render and count every turn again.
+const turnTokenCache = new WeakMap<
+  Message,
+  Map<string, { readonly length: number; readonly tokens: number }>
+>()
+const turnTokens = (turn: Turn, tokenizer: string, compute: () => number): number => {
+  const first = turn.messages[0]
+  if (first === undefined) return compute()
+  let byTokenizer = turnTokenCache.get(first)
+  if (byTokenizer === undefined) {
+    byTokenizer = new Map()
+    turnTokenCache.set(first, byTokenizer)
+  }
+  const cached = byTokenizer.get(tokenizer)
+  if (cached !== undefined && cached.length === turn.messages.length) return cached.tokens
+  const tokens = compute()
+  byTokenizer.set(tokenizer, { length: turn.messages.length, tokens })
+  return tokens
+}
 
 const orElseFail = <A, E>(either: Either.Either<A, E>) =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
@@ -242,16 +275,18 @@ export const compile = (options: CompileOptions) =>
           ...u,
           tokens:
             u.kind === "turn"
-              ? framed(
-                  chatMessagesOf(
-                    render(
-                      {
-                        policy: manifest.policy,
-                        layers: [{ _tag: "history", id: "checkpoint_messages", messages: u.turn.messages }]
-                      },
+              ? turnTokens(u.turn, counter.tokenizer, () =>
+                  framed(
+                    chatMessagesOf(
+                      render(
+                        {
+                          policy: manifest.policy,
+                          layers: [{ _tag: "history", id: "checkpoint_messages", messages: u.turn.messages }]
+                        },
+                        "openai"
+                      ),
                       "openai"
-                    ),
-                    "openai"
+                    )
                   )
                 )
               : framed([{ role: u.kind === "query" ? "user" : "system", content: u.text }])

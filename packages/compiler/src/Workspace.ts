@@ -3,9 +3,15 @@
  * `system-prompt.md`) in the root, everything else of a session in `<root>/<sessionId>/`.
  * A path is checked as written (`References.sandboxPath`) and again after resolving symlinks: a
  * link that leads out of its directory is refused like `..` is.
+ *
+ * The data root is a local directory, read with Node's native `fs.promises` (its `realpath` is
+ * the system call, not a walk). File contents are cached by real path, modification time and size:
+ * a warm compile of an unchanged session reads no file twice.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
+
+import type { Stats } from "node:fs"
+import { readdir, readFile, realpath, stat } from "node:fs/promises"
+import { join, relative, resolve, sep } from "node:path"
 import { Context, Effect, Either, Layer } from "effect"
 import { UnresolvedReference } from "./CompilerErrors.ts"
 import { sandboxPath } from "./References.ts"
@@ -14,15 +20,15 @@ export type Scope = "global" | "session"
 
 export interface Service {
   readonly root: string
+  /** Whether the session has a directory in the data root. */
+  readonly hasSession: (sessionId: string) => Effect.Effect<boolean, UnresolvedReference>
   /** The file's text, or undefined when it does not exist. */
   readonly read: (
     scope: Scope,
     sessionId: string,
     path: string
   ) => Effect.Effect<string | undefined, UnresolvedReference>
-  /** Whether the session has a directory in the data root. */
-  readonly hasSession: (sessionId: string) => Effect.Effect<boolean, UnresolvedReference>
-  /** Files under a directory of the scope, relative to it, sorted (for globs). */
+  /** Files of the scope's directory, recursively, relative to it, sorted (for globs and CODE_LAW.md). */
   readonly list: (
     scope: Scope,
     sessionId: string
@@ -31,87 +37,114 @@ export interface Service {
 
 export class Workspace extends Context.Tag("@ctxo/compiler/Workspace")<Workspace, Service>() {}
 
-export const make = (root: string) =>
-  Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const base = (scope: Scope, sessionId: string) =>
-      Effect.gen(function* () {
-        if (scope === "global") return path.resolve(root)
-        const id = yield* sandboxPath(sessionId, `session ${sessionId}`)
-        if (id.includes("/")) {
-          return yield* new UnresolvedReference({
-            ref: `session ${sessionId}`,
-            kind: "outside-sandbox",
-            reason: "a session id is one path segment"
-          })
-        }
-        return path.resolve(root, id)
-      })
-    const realInside = (dir: string, full: string, ref: string) =>
-      Effect.gen(function* () {
-        const realDir = yield* fs.realPath(dir).pipe(Effect.orElseSucceed(() => dir))
-        const real = yield* fs.realPath(full).pipe(Effect.option)
-        if (real._tag === "None") return undefined
-        if (real.value !== realDir && !real.value.startsWith(`${realDir}${path.sep}`)) {
-          return yield* new UnresolvedReference({
-            ref,
-            kind: "outside-sandbox",
-            reason: "the path leads out of its directory through a symlink"
-          })
-        }
-        return real.value
-      })
+const attempt = <A>(f: () => Promise<A>) =>
+  Effect.tryPromise({ try: f, catch: (e) => e as NodeJS.ErrnoException }).pipe(
+    Effect.map((value) => value as A | undefined),
+    Effect.catchAll((e) =>
+      e.code === "ENOENT" || e.code === "ENOTDIR" ? Effect.succeed(undefined) : Effect.fail(e)
+    )
+  )
 
-    const service: Service = {
-      root,
-      hasSession: (sessionId) =>
-        Effect.flatMap(base("session", sessionId), (dir) =>
-          fs.stat(dir).pipe(
-            Effect.map((info) => info.type === "Directory"),
-            Effect.orElseSucceed(() => false)
-          )
-        ),
-      read: (scope, sessionId, file) =>
-        Effect.gen(function* () {
-          const relative = yield* Either.match(sandboxPath(file), {
-            onLeft: Effect.fail,
-            onRight: Effect.succeed
-          })
-          const dir = yield* base(scope, sessionId)
-          const real = yield* realInside(dir, path.join(dir, relative), file)
-          if (real === undefined) return undefined
-          const info = yield* fs.stat(real).pipe(Effect.option)
-          if (info._tag === "None" || info.value.type !== "File") return undefined
-          return yield* fs
-            .readFileString(real)
-            .pipe(
-              Effect.mapError(
-                (e) => new UnresolvedReference({ ref: file, kind: "missing-file", reason: e.message })
-              )
-            )
-        }),
-      list: (scope, sessionId) =>
-        Effect.gen(function* () {
-          const dir = yield* base(scope, sessionId)
-          const entries = yield* fs
-            .readDirectory(dir, { recursive: true })
-            .pipe(Effect.orElseSucceed(() => []))
-          const files: Array<string> = []
-          for (const entry of entries) {
-            const real = yield* realInside(dir, path.join(dir, entry), entry).pipe(
-              Effect.orElseSucceed(() => undefined)
-            )
-            if (real === undefined) continue
-            const info = yield* fs.stat(real).pipe(Effect.option)
-            if (info._tag === "Some" && info.value.type === "File")
-              files.push(entry.split(path.sep).join("/"))
-          }
-          return files.sort()
+export const make = (root: string): Service => {
+  const absoluteRoot = resolve(root)
+  const contents = new Map<string, { readonly stamp: string; readonly text: string }>()
+  const realBases = new Map<string, string>()
+  const io = (ref: string) => (e: NodeJS.ErrnoException) =>
+    new UnresolvedReference({ ref, kind: "missing-file", reason: e.message })
+
+  const base = (scope: Scope, sessionId: string) =>
+    Effect.gen(function* () {
+      if (scope === "global") return absoluteRoot
+      const id = yield* Either.match(sandboxPath(sessionId, `session ${sessionId}`), {
+        onLeft: Effect.fail,
+        onRight: Effect.succeed
+      })
+      if (id.includes("/")) {
+        return yield* new UnresolvedReference({
+          ref: `session ${sessionId}`,
+          kind: "outside-sandbox",
+          reason: "a session id is one path segment"
         })
-    }
-    return service
-  })
+      }
+      return join(absoluteRoot, id)
+    })
+  const realBase = (dir: string) =>
+    Effect.gen(function* () {
+      const cached = realBases.get(dir)
+      if (cached !== undefined) return cached
+      const real = (yield* attempt(() => realpath(dir)).pipe(Effect.mapError(io(dir)))) ?? dir
+      realBases.set(dir, real)
+      return real
+    })
+  /** The real path of `full` when it exists and stays inside `dir`; a link out is an error. */
+  const realInside = (dir: string, full: string, ref: string) =>
+    Effect.gen(function* () {
+      const inside = yield* realBase(dir)
+      const real = yield* attempt(() => realpath(full)).pipe(Effect.mapError(io(ref)))
+      if (real === undefined) return undefined
+      if (real !== inside && !real.startsWith(`${inside}${sep}`)) {
+        return yield* new UnresolvedReference({
+          ref,
+          kind: "outside-sandbox",
+          reason: "the path leads out of its directory through a symlink"
+        })
+      }
+      return real
+    })
+  const fileStat = (real: string, ref: string) =>
+    attempt<Stats>(() => stat(real)).pipe(Effect.mapError(io(ref)))
 
-export const layer = (root: string): Layer.Layer<Workspace, never, FileSystem.FileSystem | Path.Path> =>
-  Layer.effect(Workspace, make(root))
+  return {
+    root,
+    hasSession: (sessionId) =>
+      Effect.flatMap(base("session", sessionId), (dir) =>
+        fileStat(dir, `session ${sessionId}`).pipe(Effect.map((info) => info?.isDirectory() === true))
+      ),
+    read: (scope, sessionId, file) =>
+      Effect.gen(function* () {
+        const path = yield* Either.match(sandboxPath(file), { onLeft: Effect.fail, onRight: Effect.succeed })
+        const dir = yield* base(scope, sessionId)
+        const real = yield* realInside(dir, join(dir, path), file)
+        if (real === undefined) return undefined
+        const info = yield* fileStat(real, file)
+        if (info === undefined || !info.isFile()) return undefined
+        const stamp = `${info.mtimeMs}:${info.size}`
+        const cached = contents.get(real)
+        if (cached !== undefined && cached.stamp === stamp) return cached.text
+        const text = yield* attempt(() => readFile(real, "utf8")).pipe(Effect.mapError(io(file)))
+        if (text === undefined) return undefined
+        contents.set(real, { stamp, text })
+        return text
+      }),
+    list: (scope, sessionId) =>
+      Effect.gen(function* () {
+        const dir = yield* base(scope, sessionId)
+        const inside = yield* realBase(dir)
+        const entries =
+          (yield* attempt(() => readdir(dir, { recursive: true, withFileTypes: true })).pipe(
+            Effect.mapError(io(dir))
+          )) ?? []
+        const files: Array<string> = []
+        for (const entry of entries) {
+          const full = join(entry.parentPath, entry.name)
+          if (entry.isFile()) {
+            // A regular file under a real directory of the session is inside it.
+            const real = yield* realBase(entry.parentPath)
+            if (real === inside || real.startsWith(`${inside}${sep}`))
+              files.push(relative(dir, full).split(sep).join("/"))
+          } else if (entry.isSymbolicLink()) {
+            const real = yield* realInside(dir, full, entry.name).pipe(Effect.orElseSucceed(() => undefined))
+            if (
+              real !== undefined &&
+              (yield* fileStat(real, entry.name).pipe(Effect.orElseSucceed(() => undefined)))?.isFile()
+            ) {
+              files.push(relative(dir, full).split(sep).join("/"))
+            }
+          }
+        }
+        return files.sort()
+      })
+  }
+}
+
+export const layer = (root: string): Layer.Layer<Workspace> => Layer.sync(Workspace, () => make(root))
