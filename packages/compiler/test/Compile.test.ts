@@ -206,3 +206,48 @@ describe("compile errors and the sandbox", () => {
     expect(session._tag).toBe("UnresolvedReference")
   })
 })
+
+describe("invariant 6 over generated sessions", () => {
+  it("never sends more than the model takes, and never cuts the system prompt or the input", async () => {
+    const fc = await import("fast-check")
+    const root = copyOfExamples()
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 40 }),
+        fc.integer({ min: 1_500, max: 12_000 }),
+        fc.constantFrom("openai" as const, "anthropic" as const, "react" as const),
+        async (turns, window, format) => {
+          let doc: HistoryDocument = { format: "ctxo.history/v1", messages: [], compression: [] }
+          for (let i = 1; i <= turns; i++) {
+            const b = beginTurn(doc, { input: `q${i} ${"word ".repeat((i * 37) % 120)}` })
+            doc = finishTurn(b.doc, b.turn, `a${i} ${"answer ".repeat((i * 53) % 150)}`).doc
+          }
+          writeFileSync(join(root, "code-agent-auth", "messages.json"), JSON.stringify(doc))
+          const models = {
+            models: {
+              "acme/m": {
+                contextWindow: window,
+                tokenizer: { kind: "exact" as const, encoding: "o200k_base" as const }
+              }
+            }
+          }
+          const outcome = await Effect.runPromise(
+            Effect.either(compile({ sessionId: "code-agent-auth", model: "acme/m", format })).pipe(
+              Effect.provide(layerFor(root, models))
+            )
+          )
+          if (Either.isLeft(outcome)) {
+            expect(outcome.left._tag).toBe("BudgetExceeded")
+            return
+          }
+          const result = outcome.right
+          expect(result.report.total).toBeLessThanOrEqual(result.report.available)
+          expect(result.report.available).toBeLessThanOrEqual(window - Math.ceil(window * 0.1))
+          for (const id of ["system_prompt", "query"])
+            expect(result.report.units.find((u) => u.id === id)?.status).toBe("included")
+        }
+      ),
+      { numRuns: 40 }
+    )
+  })
+})
