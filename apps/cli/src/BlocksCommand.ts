@@ -4,13 +4,13 @@ import { decodeSidecar, encodeSidecar, sidecarPath, syncBlockIds } from "@ctxo/b
 import { resolveBlock } from "@ctxo/blocks/BlockResolver"
 import { parseJsonBlocks } from "@ctxo/blocks/JsonBlocks"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
+import { writeFileAtomic } from "@ctxo/history/HistoryStore"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Console, Effect, Option } from "effect"
-import { writeFileAtomic } from "./internal/atomic.ts"
 import { renderTree } from "./internal/tree.ts"
 
 const file = Args.file({ name: "file", exists: "yes" }).pipe(

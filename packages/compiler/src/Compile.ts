@@ -21,6 +21,7 @@ import type { ChatMessage } from "@ctxo/budget/ChatFormat"
 import type { Unit } from "@ctxo/budget/Fit"
 import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
 import { Tokenizer } from "@ctxo/budget/Tokenizer"
+import { messageText } from "@ctxo/history/Compaction"
 import { historyView } from "@ctxo/history/HistoryView"
 import type { HistoryDocument, Message } from "@ctxo/history/Message"
 import { emptyHistory, HistoryDocument as HistoryDocumentSchema } from "@ctxo/history/Message"
@@ -470,18 +471,6 @@ export const compile = (options: CompileOptions) =>
       state: { ...(historyStartTurn === undefined ? {} : { historyStartTurn }), messageHashes, messageTokens }
     } satisfies CompileResult
   }).pipe(Effect.withSpan("Compiler.compile"))
-
-/** Text of a message for counting a history turn. */
-const messageText = (m: Message) =>
-  m.parts
-    .map((p) =>
-      p._tag === "text"
-        ? p.text
-        : p._tag === "tool-call"
-          ? `${p.name}${JSON.stringify(p.input)}`
-          : JSON.stringify({ status: p.status, data: p.data, error: p.error })
-    )
-    .join("\n")
 
 /** A rendered request as chat messages for counting with the provider's framing. */
 export const chatMessagesOf = (request: ReturnType<typeof render>, format: Format): Array<ChatMessage> => {

@@ -81,6 +81,32 @@ export const makeMemory = Effect.gen(function* () {
 
 export const layerMemory: Layer.Layer<HistoryStore> = Layer.effect(HistoryStore, makeMemory)
 
+/**
+ * Writes a file so that readers see the old content or the new, never a half-written file: the
+ * text goes to a temporary file in the same directory (created if needed), is flushed to disk
+ * (fsync), then renamed over the target. The temporary file is removed if anything fails.
+ */
+export const writeFileAtomic = Effect.fn("HistoryStore.writeFileAtomic")(function* (
+  file: string,
+  text: string
+) {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  const dir = path.dirname(file)
+  yield* fs.makeDirectory(dir, { recursive: true })
+  const temp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`)
+  yield* Effect.scoped(
+    Effect.gen(function* () {
+      const handle = yield* fs.open(temp, { flag: "w" })
+      yield* handle.writeAll(new TextEncoder().encode(text))
+      yield* handle.sync
+    })
+  ).pipe(
+    Effect.zipRight(fs.rename(temp, file)),
+    Effect.onError(() => fs.remove(temp).pipe(Effect.ignore))
+  )
+})
+
 const decodeDocument = Schema.decodeUnknownEither(Schema.parseJson(HistoryDocumentSchema))
 
 export const makeFile = (root: string) =>
@@ -92,21 +118,11 @@ export const makeFile = (root: string) =>
       new HistoryIOError({ file, operation, reason: error.message })
 
     const writeAtomic = (file: string, text: string) =>
-      Effect.gen(function* () {
-        const dir = path.dirname(file)
-        yield* fs.makeDirectory(dir, { recursive: true })
-        const temp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`)
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const handle = yield* fs.open(temp, { flag: "w" })
-            yield* handle.writeAll(new TextEncoder().encode(text))
-            yield* handle.sync
-          })
-        ).pipe(
-          Effect.zipRight(fs.rename(temp, file)),
-          Effect.onError(() => fs.remove(temp).pipe(Effect.ignore))
-        )
-      }).pipe(Effect.mapError(io(file, "write")))
+      writeFileAtomic(file, text).pipe(
+        Effect.provideService(FileSystem.FileSystem, fs),
+        Effect.provideService(Path.Path, path),
+        Effect.mapError(io(file, "write"))
+      )
 
     const fileOf = (sessionId: string) => path.join(root, sessionId, "messages.json")
 
