@@ -154,6 +154,17 @@ const turnTokens = (turn: Turn, tokenizer: string, compute: () => number): numbe
   return tokens
 }
 
+// The text of a turn, by its first message (stable while the history file is unchanged).
+const turnTextCache = new WeakMap<Message, { readonly length: number; readonly text: string }>()
+const memoTurnText = (turn: Turn): string => {
+  const first = turn.messages[0]
+  const cached = first === undefined ? undefined : turnTextCache.get(first)
+  if (cached !== undefined && cached.length === turn.messages.length) return cached.text
+  const text = turn.messages.map(messageText).join("\n")
+  if (first !== undefined) turnTextCache.set(first, { length: turn.messages.length, text })
+  return text
+}
+
 const orElseFail = <A, E>(either: Either.Either<A, E>) =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
 
@@ -263,7 +274,7 @@ export const compile = (options: CompileOptions) =>
     const counter = yield* tokenizer.counter(model)
     const format = options.format ?? (model.provider === "anthropic" ? "anthropic" : "openai")
     const systemPrompt = globalPrompts.join("\n\n")
-    const turnText = (t: Turn) => t.messages.map(messageText).join("\n")
+    const turnText = (t: Turn) => memoTurnText(t)
 
     const makeUnits = (historyTurns: ReadonlyArray<Turn>) => {
       // A unit's tokens are what it adds to the rendered request: its text plus the provider's
@@ -454,7 +465,10 @@ export const compile = (options: CompileOptions) =>
       l._tag === "history"
         ? {
             id: l.id,
-            tokens: l.messages.reduce((n, m) => n + counter.count(messageText(m)), 0),
+            // The included turns' tokens as the budget counted them (framing included).
+            tokens: fitted.report.units
+              .filter((u) => u.source === "recent_history" && u.status === "included")
+              .reduce((n, u) => n + u.tokens, 0),
             messages: l.messages.length
           }
         : { id: l.id, tokens: counter.count(l.text) }

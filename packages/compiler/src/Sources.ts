@@ -4,7 +4,7 @@
  * job (through the sandboxed `Workspace`); these functions only format.
  */
 import type { Block } from "@ctxo/blocks/Block"
-import { blockText, flattenBlocks } from "@ctxo/blocks/Block"
+import { blockText } from "@ctxo/blocks/Block"
 import { resolveBlock } from "@ctxo/blocks/BlockResolver"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
 import { Either } from "effect"
@@ -177,7 +177,3 @@ export const globMatcher = (pattern: string): ((path: string) => boolean) => {
 }
 
 export const isGlob = (path: string) => /[*?]/.test(path)
-
-/** Count of blocks, for reports. */
-export const blockCount = (content: string, file: string) =>
-  flattenBlocks(parseMarkdownBlocks(content, file)).length
