@@ -13,6 +13,7 @@
  */
 
 import { createHash } from "node:crypto"
+import { allocate } from "@ctxo/budget/Allocation"
 import type { SourceInput } from "@ctxo/budget/Budget"
 import { fitBudget } from "@ctxo/budget/Budget"
 import type { BudgetExceeded, UnknownModel } from "@ctxo/budget/BudgetErrors"
@@ -390,36 +391,9 @@ export const compile = (options: CompileOptions) =>
           })
       })
 
-    let fitted = yield* orElseFail(fitWith(turns))
-    const droppedTurn = fitted.report.units.some(
-      (u) => u.source === "recent_history" && u.status !== "included"
-    )
-    let historyStartTurn = turns[0]?.turn
-    if (droppedTurn) {
-      // Hysteresis: keep the previous cut while history from there fits; else cut to 80% of the grant.
-      const grant = fitted.report.sources.find((s) => s.id === "recent_history")?.grant ?? 0
-      const tokensFrom = (start: number) =>
-        turns.filter((t) => t.turn >= start).reduce((n, t) => n + counter.count(turnText(t)), 0)
-      const previousStart = options.previous?.historyStartTurn
-      if (
-        previousStart !== undefined &&
-        turns.some((t) => t.turn >= previousStart) &&
-        tokensFrom(previousStart) <= grant
-      ) {
-        historyStartTurn = previousStart
-      } else {
-        let used = 0
-        historyStartTurn = undefined
-        for (const t of [...turns].reverse()) {
-          used += counter.count(turnText(t))
-          if (used > Math.floor(grant * 0.8)) break
-          historyStartTurn = t.turn
-        }
-      }
-      const start = historyStartTurn
-      const kept = start === undefined ? [] : turns.filter((t) => t.turn >= start)
-      const refit = yield* orElseFail(fitWith(kept))
-      // The turns before the cut are in the report too, with the reason they are out.
+    // Hysteresis: keep the previous cut while history from there fits its grant; when history is
+    // over, cut it to 80% of the grant. The turns before a cut are in the report with the reason.
+    const withCut = (refit: typeof fitted, start: number | undefined) => {
       const cutUnits = turns
         .filter((t) => start === undefined || t.turn < start)
         .reverse()
@@ -435,7 +409,60 @@ export const compile = (options: CompileOptions) =>
               ? "no whole turn fits the history grant"
               : `before the history cut at turn ${start} (history is cut to 80% of its grant and the cut is kept while it fits)`
         }))
-      fitted = { ...refit, report: { ...refit.report, units: [...refit.report.units, ...cutUnits] } }
+      return { ...refit, report: { ...refit.report, units: [...refit.report.units, ...cutUnits] } }
+    }
+    const historyGrant = (sources: ReturnType<typeof makeUnits>) =>
+      Either.match(
+        allocate({
+          model: model.id,
+          window: model.contextWindow,
+          maxInput: model.maxInput,
+          margin: counter.margin,
+          ...budgetOptions,
+          sources: sources.map(({ units: list, contiguous: _, ...request }) => ({
+            ...request,
+            ask: list.reduce((sum, u) => sum + u.tokens, 0)
+          }))
+        }),
+        { onLeft: () => 0, onRight: (a) => a.grants.recent_history ?? 0 }
+      )
+    const tokensFrom = (start: number) =>
+      turns.filter((t) => t.turn >= start).reduce((n, t) => n + counter.count(turnText(t)), 0)
+    const previousStart = options.previous?.historyStartTurn
+    const firstTurn = turns[0]?.turn
+    let historyStartTurn = firstTurn
+    let fitted: Either.Either.Right<ReturnType<typeof fitWith>>
+    if (
+      previousStart !== undefined &&
+      firstTurn !== undefined &&
+      previousStart > firstTurn &&
+      turns.some((t) => t.turn >= previousStart) &&
+      tokensFrom(previousStart) <= historyGrant(makeUnits(turns))
+    ) {
+      // The previous cut still fits: one fit, same cut, same cached prefix.
+      historyStartTurn = previousStart
+      fitted = withCut(
+        yield* orElseFail(fitWith(turns.filter((t) => t.turn >= previousStart))),
+        previousStart
+      )
+    } else {
+      fitted = yield* orElseFail(fitWith(turns))
+      const droppedTurn = fitted.report.units.some(
+        (u) => u.source === "recent_history" && u.status !== "included"
+      )
+      if (droppedTurn) {
+        const grant = fitted.report.sources.find((s) => s.id === "recent_history")?.grant ?? 0
+        let used = 0
+        historyStartTurn = undefined
+        for (const t of [...turns].reverse()) {
+          used += counter.count(turnText(t))
+          if (used > Math.floor(grant * 0.8)) break
+          historyStartTurn = t.turn
+        }
+        const start = historyStartTurn
+        const kept = start === undefined ? [] : turns.filter((t) => t.turn >= start)
+        fitted = withCut(yield* orElseFail(fitWith(kept)), start)
+      }
     }
 
     // --- Stage 4 and 5: format and emit

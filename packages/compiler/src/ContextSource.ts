@@ -110,10 +110,11 @@ export const knowledgeSource: ContextSource = {
       for (const entry of c.manifest.knowledge) {
         const paths = isGlob(entry.path) ? c.sessionFiles.filter(globMatcher(entry.path)) : [entry.path]
         if (paths.length === 0) c.warn(`knowledge ${entry.path}: no file matches`)
-        for (const path of paths)
-          units.push(
-            ...(yield* fromEither(knowledgeUnits(path, yield* c.read("session", path), entry.block)))
-          )
+        // Read concurrently, keep the order.
+        const texts = yield* Effect.forEach(paths, (path) => c.read("session", path), { concurrency: 16 })
+        for (const [i, path] of paths.entries()) {
+          units.push(...(yield* fromEither(knowledgeUnits(path, texts[i]!, entry.block))))
+        }
       }
       return units
     })
