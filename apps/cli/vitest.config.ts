@@ -1,11 +1,5 @@
 import { defineConfig } from "vitest/config"
+import { sharedTest } from "../../vitest.shared.ts"
 
-export default defineConfig({
-  test: {
-    include: ["test/**/*.test.ts"],
-    globalSetup: ["test/globalSetup.ts"],
-    testTimeout: 60_000,
-    reporters: ["default", "json"],
-    outputFile: { json: ".reports/vitest.json" }
-  }
-})
+// The tests run the bundled CLI: the global setup builds it first.
+export default defineConfig({ test: { ...sharedTest, globalSetup: ["test/globalSetup.ts"] } })

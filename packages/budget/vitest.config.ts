@@ -1,10 +1,4 @@
 import { defineConfig } from "vitest/config"
+import { sharedTest } from "../../vitest.shared.ts"
 
-export default defineConfig({
-  test: {
-    include: ["test/**/*.test.ts"],
-    testTimeout: 60_000,
-    reporters: ["default", "json"],
-    outputFile: { json: ".reports/vitest.json" }
-  }
-})
+export default defineConfig({ test: sharedTest })

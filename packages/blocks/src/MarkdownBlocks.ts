@@ -176,10 +176,6 @@ const scan = (normalized: string, options: MarkdownOptions): Scan => {
   }
 }
 
-/** The document-level headings of a Markdown text, in order (0-based lines, end exclusive). */
-export const scanHeadings = (content: string, options: MarkdownOptions = {}): Array<HeadingToken> =>
-  scan(normalizeMarkdown(content), options).headings
-
 interface Draft {
   readonly heading: HeadingToken | undefined
   readonly level: number

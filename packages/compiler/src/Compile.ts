@@ -12,7 +12,6 @@
  * still fits, so the prefix the provider caches stays the same for several turns.
  */
 
-import { createHash } from "node:crypto"
 import { allocate } from "@ctxo/budget/Allocation"
 import type { SourceInput } from "@ctxo/budget/Budget"
 import { fitBudget } from "@ctxo/budget/Budget"
@@ -20,6 +19,7 @@ import type { BudgetExceeded, UnknownModel } from "@ctxo/budget/BudgetErrors"
 import type { BudgetReport } from "@ctxo/budget/BudgetReport"
 import type { ChatMessage } from "@ctxo/budget/ChatFormat"
 import type { Unit } from "@ctxo/budget/Fit"
+import { contentHash, unitLedger } from "@ctxo/budget/Fit"
 import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
 import { Tokenizer } from "@ctxo/budget/Tokenizer"
 import { messageText } from "@ctxo/history/Compaction"
@@ -49,7 +49,6 @@ export const DEFAULT_MODEL = "openai/gpt-4o"
 export interface CompileState {
   readonly historyStartTurn?: number
   readonly messageHashes: ReadonlyArray<string>
-  readonly messageTokens: ReadonlyArray<number>
 }
 
 export interface CompileOptions {
@@ -110,7 +109,6 @@ const decodeHistory = (text: string) => {
   return decoded
 }
 const emptyManifest = Either.getOrThrow(parseManifest("{}"))
-const hash = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 16)
 
 /** Which budget source (seed 003 shares) a context draws from. */
 const budgetSourceOf = (key: string): string =>
@@ -275,8 +273,8 @@ export const compile = (options: CompileOptions) =>
     const counter = yield* tokenizer.counter(model)
     const format = options.format ?? (model.provider === "anthropic" ? "anthropic" : "openai")
     const systemPrompt = globalPrompts.join("\n\n")
-    const turnText = (t: Turn) => memoTurnText(t)
 
+    // Every unit is made (and counted) once; a history cut only filters the turn units.
     const makeUnits = (historyTurns: ReadonlyArray<Turn>) => {
       // A unit's tokens are what it adds to the rendered request: its text plus the provider's
       // framing (a context is one system message; a turn its messages with their tool calls), so the
@@ -328,11 +326,15 @@ export const compile = (options: CompileOptions) =>
           ...(u.ref ? { ref: u.ref } : {})
         })
       )
-      const turnUnits = [...historyTurns]
-        .reverse()
-        .map((t) =>
-          unit({ kind: "turn", turn: t, id: `turn-${t.turn}`, source: "recent_history", text: turnText(t) })
-        )
+      const turnUnits = [...historyTurns].reverse().map((t) =>
+        unit({
+          kind: "turn",
+          turn: t,
+          id: `turn-${t.turn}`,
+          source: "recent_history",
+          text: memoTurnText(t)
+        })
+      )
       const bySource = new Map<string, Array<CompileUnit>>()
       for (const u of contextUnits) bySource.set(u.source, [...(bySource.get(u.source) ?? []), u])
       const sources: Array<SourceInput<CompileUnit>> = [
@@ -378,12 +380,25 @@ export const compile = (options: CompileOptions) =>
         ? {}
         : { outputReserveRatio: manifest.budget.outputReserveRatio })
     }
-    const fitWith = (historyTurns: ReadonlyArray<Turn>) =>
+    const allSources = makeUnits(turns)
+    const turnUnits = allSources.find((source) => source.id === "recent_history")!.units
+    /** The sources with history from `start` on (all of it when undefined, none when null). */
+    const withHistoryFrom = (start: number | null | undefined) =>
+      allSources.map((source) =>
+        source.id !== "recent_history" || start === undefined
+          ? source
+          : {
+              ...source,
+              units:
+                start === null ? [] : source.units.filter((u) => u.kind === "turn" && u.turn.turn >= start)
+            }
+      )
+    const fitWith = (sources: ReadonlyArray<SourceInput<CompileUnit>>) =>
       fitBudget({
         model,
         counter,
         ...budgetOptions,
-        sources: makeUnits(historyTurns),
+        sources,
         countTotal: (included) =>
           Either.match(composeUnits(included), {
             onLeft: () => Number.POSITIVE_INFINITY,
@@ -393,41 +408,36 @@ export const compile = (options: CompileOptions) =>
 
     // Hysteresis: keep the previous cut while history from there fits its grant; when history is
     // over, cut it to 80% of the grant. The turns before a cut are in the report with the reason.
-    const withCut = (refit: typeof fitted, start: number | undefined) => {
-      const cutUnits = turns
-        .filter((t) => start === undefined || t.turn < start)
-        .reverse()
-        .map((t) => ({
-          id: `turn-${t.turn}`,
-          source: "recent_history",
-          hash: hash(turnText(t)),
-          tokens: counter.count(turnText(t)),
-          counted: counter.method,
-          status: "dropped" as const,
-          reason:
-            start === undefined
-              ? "no whole turn fits the history grant"
-              : `before the history cut at turn ${start} (history is cut to 80% of its grant and the cut is kept while it fits)`
-        }))
-      return { ...refit, report: { ...refit.report, units: [...refit.report.units, ...cutUnits] } }
+    const withCut = (refit: typeof fitted, start: number | null) => {
+      const before = turnUnits.filter((u) => u.kind === "turn" && (start === null || u.turn.turn < start))
+      const reason =
+        start === null
+          ? "no whole turn fits the history grant"
+          : `before the history cut at turn ${start} (history is cut to 80% of its grant and the cut is kept while it fits)`
+      return {
+        ...refit,
+        report: {
+          ...refit.report,
+          units: [...refit.report.units, ...unitLedger(before, "dropped", counter.method, reason)]
+        }
+      }
     }
-    const historyGrant = (sources: ReturnType<typeof makeUnits>) =>
-      Either.match(
-        allocate({
-          model: model.id,
-          window: model.contextWindow,
-          maxInput: model.maxInput,
-          margin: counter.margin,
-          ...budgetOptions,
-          sources: sources.map(({ units: list, contiguous: _, ...request }) => ({
-            ...request,
-            ask: list.reduce((sum, u) => sum + u.tokens, 0)
-          }))
-        }),
-        { onLeft: () => 0, onRight: (a) => a.grants.recent_history ?? 0 }
-      )
+    const historyGrant = Either.match(
+      allocate({
+        model: model.id,
+        window: model.contextWindow,
+        maxInput: model.maxInput,
+        margin: counter.margin,
+        ...budgetOptions,
+        sources: allSources.map(({ units: list, contiguous: _, ...request }) => ({
+          ...request,
+          ask: list.reduce((sum, u) => sum + u.tokens, 0)
+        }))
+      }),
+      { onLeft: () => 0, onRight: (a) => a.grants.recent_history ?? 0 }
+    )
     const tokensFrom = (start: number) =>
-      turns.filter((t) => t.turn >= start).reduce((n, t) => n + counter.count(turnText(t)), 0)
+      turnUnits.reduce((n, u) => n + (u.kind === "turn" && u.turn.turn >= start ? u.tokens : 0), 0)
     const previousStart = options.previous?.historyStartTurn
     const firstTurn = turns[0]?.turn
     let historyStartTurn = firstTurn
@@ -437,16 +447,13 @@ export const compile = (options: CompileOptions) =>
       firstTurn !== undefined &&
       previousStart > firstTurn &&
       turns.some((t) => t.turn >= previousStart) &&
-      tokensFrom(previousStart) <= historyGrant(makeUnits(turns))
+      tokensFrom(previousStart) <= historyGrant
     ) {
       // The previous cut still fits: one fit, same cut, same cached prefix.
       historyStartTurn = previousStart
-      fitted = withCut(
-        yield* orElseFail(fitWith(turns.filter((t) => t.turn >= previousStart))),
-        previousStart
-      )
+      fitted = withCut(yield* orElseFail(fitWith(withHistoryFrom(previousStart))), previousStart)
     } else {
-      fitted = yield* orElseFail(fitWith(turns))
+      fitted = yield* orElseFail(fitWith(allSources))
       const droppedTurn = fitted.report.units.some(
         (u) => u.source === "recent_history" && u.status !== "included"
       )
@@ -454,14 +461,13 @@ export const compile = (options: CompileOptions) =>
         const grant = fitted.report.sources.find((s) => s.id === "recent_history")?.grant ?? 0
         let used = 0
         historyStartTurn = undefined
-        for (const t of [...turns].reverse()) {
-          used += counter.count(turnText(t))
-          if (used > Math.floor(grant * 0.8)) break
-          historyStartTurn = t.turn
+        for (const u of turnUnits) {
+          used += u.tokens
+          if (used > Math.floor(grant * 0.8) || u.kind !== "turn") break
+          historyStartTurn = u.turn.turn
         }
-        const start = historyStartTurn
-        const kept = start === undefined ? [] : turns.filter((t) => t.turn >= start)
-        fitted = withCut(yield* orElseFail(fitWith(kept)), start)
+        const start = historyStartTurn ?? null
+        fitted = withCut(yield* orElseFail(fitWith(withHistoryFrom(start))), start)
       }
     }
 
@@ -470,8 +476,7 @@ export const compile = (options: CompileOptions) =>
     const request = render(composition, format)
 
     const messages = chatMessagesOf(request, format)
-    const messageHashes = messages.map((m) => hash(JSON.stringify(m)))
-    const messageTokens = messages.map((m) => counter.countMessages([m]) - counter.countMessages([]))
+    const messageHashes = messages.map((m) => contentHash(JSON.stringify(m)))
     const staticLayers = composition.layers.filter((_, i) =>
       composition.layers.slice(0, i + 1).every((l) => l._tag === "system")
     )
@@ -483,10 +488,12 @@ export const compile = (options: CompileOptions) =>
     )
       unchangedMessages++
     const prefix: PrefixStats = {
-      hash: hash(staticLayers.map((l) => (l._tag === "system" ? `${l.id}\n${l.text}` : "")).join("\n\n")),
+      hash: contentHash(
+        staticLayers.map((l) => (l._tag === "system" ? `${l.id}\n${l.text}` : "")).join("\n\n")
+      ),
       tokens: staticLayers.reduce((n, l) => n + (l._tag === "system" ? counter.count(l.text) : 0), 0),
       unchangedMessages,
-      unchangedTokens: messageTokens.slice(0, unchangedMessages).reduce((a, b) => a + b, 0)
+      unchangedTokens: counter.countMessages(messages.slice(0, unchangedMessages)) - counter.countMessages([])
     }
     const layers = composition.layers.map((l) =>
       l._tag === "history"
@@ -509,7 +516,7 @@ export const compile = (options: CompileOptions) =>
       report: fitted.report,
       prefix,
       warnings,
-      state: { ...(historyStartTurn === undefined ? {} : { historyStartTurn }), messageHashes, messageTokens }
+      state: { ...(historyStartTurn === undefined ? {} : { historyStartTurn }), messageHashes }
     } satisfies CompileResult
   }).pipe(Effect.withSpan("Compiler.compile"))
 

@@ -56,7 +56,8 @@ describe("compile on the example data", () => {
         const text = `${JSON.stringify({ model: first.model, request: first.request }, null, 2)}\n`
         expect(`${JSON.stringify({ model: second.model, request: second.request }, null, 2)}\n`).toBe(text)
         const file = golden(`${c.policy}.${format}.json`)
-        if (process.env.CTXO_UPDATE_GOLDEN === "1" || !existsSync(file)) writeFileSync(file, text)
+        if (process.env.CTXO_UPDATE_GOLDEN === "1") writeFileSync(file, text)
+        expect(existsSync(file), `${file} is missing: run with CTXO_UPDATE_GOLDEN=1 to write it`).toBe(true)
         expect(text).toBe(readFileSync(file, "utf8"))
         expect(first.report.total).toBeLessThanOrEqual(first.report.available)
       })

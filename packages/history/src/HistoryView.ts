@@ -13,7 +13,7 @@ import { MessageNotFound } from "./HistoryErrors.ts"
 import type { Dismissal, HistoryDocument, Message, Part, Summary } from "./Message.ts"
 import { toolCallsOf } from "./Message.ts"
 import type { Turn } from "./Turns.ts"
-import { INTERRUPTED, turnsOf } from "./Turns.ts"
+import { interruptedResult, turnsOf } from "./Turns.ts"
 
 export interface ViewOptions {
   /** Leave this turn out (the running turn: its input and steps come from the scratchpad). */
@@ -91,16 +91,7 @@ const answerDangling = (messages: ReadonlyArray<Message>): Array<Message> => {
     if (dangling.length === 0) return [m]
     return [
       m,
-      ...dangling.map(
-        (call): Message => ({
-          id: `${m.id}-interrupted-${call.callId}`,
-          role: "tool",
-          parts: [
-            { _tag: "tool-result", callId: call.callId, name: call.name, status: "error", error: INTERRUPTED }
-          ],
-          meta: { turn: m.meta.turn, kind: "step" }
-        })
-      )
+      ...dangling.map((call) => interruptedResult(`${m.id}-interrupted-${call.callId}`, m.meta.turn, call))
     ]
   })
 }

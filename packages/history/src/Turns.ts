@@ -57,19 +57,19 @@ const push = (doc: HistoryDocument, message: Message): HistoryDocument => ({
   messages: [...doc.messages, message]
 })
 
+/** The result that answers a call whose tool never returned (in history, or only in a view). */
+export const interruptedResult = (id: string, turn: number, call: ToolCallPart): Message => ({
+  id,
+  role: "tool",
+  parts: [{ _tag: "tool-result", callId: call.callId, name: call.name, status: "error", error: INTERRUPTED }],
+  meta: { turn, kind: "step" }
+})
+
 /** Closes dangling calls of a turn with an `interrupted` error result. */
 const closeDangling = (doc: HistoryDocument, turn: number): HistoryDocument => {
   const dangling = danglingCalls(doc.messages.filter((m) => m.meta.turn === turn))
   return dangling.reduce(
-    (current, call) =>
-      push(current, {
-        id: nextId(current, turn),
-        role: "tool",
-        parts: [
-          { _tag: "tool-result", callId: call.callId, name: call.name, status: "error", error: INTERRUPTED }
-        ],
-        meta: { turn, kind: "step" }
-      }),
+    (current, call) => push(current, interruptedResult(nextId(current, turn), turn, call)),
     doc
   )
 }
