@@ -9,7 +9,7 @@ import { allocate, DEFAULT_PRIORITIES } from "./Allocation.ts"
 import { BudgetExceeded } from "./BudgetErrors.ts"
 import type { BudgetReport, SourceLedger, UnitLedger } from "./BudgetReport.ts"
 import type { Unit } from "./Fit.ts"
-import { fitUnits, repair, unitLedger } from "./Fit.ts"
+import { fitUnits, ledgerRow, repair, unitLedger } from "./Fit.ts"
 import type { ModelInfo } from "./ModelRegistry.ts"
 import type { Counter } from "./Tokenizer.ts"
 
@@ -114,13 +114,13 @@ export const fitBudget = <U extends Unit>(
 
   const included = new Set(repaired.included)
   const droppedByRepair = new Set(repaired.repairs.filter((r) => r.action === "dropped").map((r) => r.unit))
-  const units: Array<UnitLedger> = order.flatMap((u) => {
+  const units: Array<UnitLedger> = order.map((u) => {
     const source = u.source
-    if (included.has(u)) return unitLedger([u], "included", counter.method)
+    if (included.has(u)) return ledgerRow(u, "included", counter.method)
     const reason = droppedByRepair.has(u.id)
       ? "dropped when the assembled request was counted whole"
       : `over the ${grants[source] ?? 0}-token grant of ${source}`
-    return unitLedger([u], "dropped", counter.method, reason)
+    return ledgerRow(u, "dropped", counter.method, reason)
   })
   // A unit restored into the slack left by others may take a source past its grant: the ledger
   // shows that as surplus received, so `used <= grant` holds for every source.

@@ -20,6 +20,8 @@ export interface Unit {
   /** Higher is kept longer by the repair step (default 0). */
   readonly priority?: number
   readonly ref?: string
+  /** `contentHash(text)` when the caller already has it (a warm compile keeps it per unit). */
+  readonly hash?: string
   /** Never dropped (system prompt, current user input). */
   readonly required?: boolean
 }
@@ -189,14 +191,24 @@ export const unitLedger = (
   status: UnitLedger["status"],
   counted: UnitLedger["counted"],
   reason?: string
-): Array<UnitLedger> =>
-  units.map((u) => ({
+): Array<UnitLedger> => units.map((u) => ledgerRow(u, status, counted, reason))
+
+/** One unit's ledger row (built field by field: a compile writes hundreds). */
+export const ledgerRow = (
+  u: Unit,
+  status: UnitLedger["status"],
+  counted: UnitLedger["counted"],
+  reason?: string
+): UnitLedger => {
+  const row: { -readonly [K in keyof UnitLedger]: UnitLedger[K] } = {
     id: u.id,
-    source: u.source,
-    ...(u.ref === undefined ? {} : { ref: u.ref }),
-    hash: contentHash(u.text),
-    tokens: u.tokens,
-    counted,
-    status,
-    ...(reason === undefined ? {} : { reason })
-  }))
+    source: u.source
+  } as UnitLedger
+  if (u.ref !== undefined) row.ref = u.ref
+  row.hash = u.hash ?? contentHash(u.text)
+  row.tokens = u.tokens
+  row.counted = counted
+  row.status = status
+  if (reason !== undefined) row.reason = reason
+  return row
+}

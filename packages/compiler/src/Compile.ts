@@ -34,13 +34,15 @@ import type { Composition } from "./Composer.ts"
 import { compose } from "./Composer.ts"
 import type { ContextSource } from "./ContextSource.ts"
 import { collectAll, defaultSources } from "./ContextSource.ts"
+import { memoByKey, memoByObject, memoByTag } from "./internal/memo.ts"
 import type { Manifest } from "./Manifest.ts"
 import { parseManifest } from "./Manifest.ts"
 import { withMentionReminder } from "./Mentions.ts"
 import type { ParsedReference } from "./References.ts"
 import { formatReference, parseInlineReferences, parseReference, resolveReference } from "./References.ts"
-import type { Format } from "./Render.ts"
-import { render } from "./Render.ts"
+import type { AnthropicRequest, Format, OpenAIMessage } from "./Render.ts"
+import { openAIMessagesOf, render } from "./Render.ts"
+import type { ContextUnit } from "./Sources.ts"
 import { Workspace } from "./Workspace.ts"
 
 export const DEFAULT_MODEL = "openai/gpt-4o"
@@ -109,6 +111,8 @@ const decodeHistory = (text: string) => {
   return decoded
 }
 const emptyManifest = Either.getOrThrow(parseManifest("{}"))
+const parseManifestOf = memoByKey(256, (text: string, file: string) => parseManifest(text, file))
+const viewOf = memoByObject((doc: HistoryDocument) => historyView(doc))
 
 /** Which budget source (seed 003 shares) a context draws from. */
 const budgetSourceOf = (key: string): string =>
@@ -122,6 +126,8 @@ const budgetSourceOf = (key: string): string =>
           ? "knowledge"
           : "skills"
 
+type Composed = ReturnType<typeof compose>
+
 type CompileUnit = Unit &
   (
     | { readonly kind: "system_prompt" }
@@ -130,39 +136,23 @@ type CompileUnit = Unit &
     | { readonly kind: "turn"; readonly turn: Turn }
   )
 
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
-
-// Tokens of a rendered turn, by its first message (the same object while the history file is
-// unchanged) and the tokenizer: a warm compile does not render and count every turn again.
-const turnTokenCache = new WeakMap<
-  Message,
-  Map<string, { readonly length: number; readonly tokens: number }>
->()
-const turnTokens = (turn: Turn, tokenizer: string, compute: () => number): number => {
-  const first = turn.messages[0]
-  if (first === undefined) return compute()
-  let byTokenizer = turnTokenCache.get(first)
-  if (byTokenizer === undefined) {
-    byTokenizer = new Map()
-    turnTokenCache.set(first, byTokenizer)
-  }
-  const cached = byTokenizer.get(tokenizer)
-  if (cached !== undefined && cached.length === turn.messages.length) return cached.tokens
-  const tokens = compute()
-  byTokenizer.set(tokenizer, { length: turn.messages.length, tokens })
-  return tokens
-}
-
-// The text of a turn, by its first message (stable while the history file is unchanged).
-const turnTextCache = new WeakMap<Message, { readonly length: number; readonly text: string }>()
-const memoTurnText = (turn: Turn): string => {
-  const first = turn.messages[0]
-  const cached = first === undefined ? undefined : turnTextCache.get(first)
-  if (cached !== undefined && cached.length === turn.messages.length) return cached.text
-  const text = turn.messages.map(messageText).join("\n")
-  if (first !== undefined) turnTextCache.set(first, { length: turn.messages.length, text })
-  return text
-}
+// A turn's text and hash, by its message array (the same array while the history file is
+// unchanged): a warm compile does not join, hash, render or count every turn again.
+const turnTextOf = memoByObject((messages: ReadonlyArray<Message>) => {
+  const text = messages.map(messageText).join("\n")
+  return { text, hash: contentHash(text) }
+})
+// Tokens one rendered message adds to a request (its framing included), by tokenizer and the
+// rendered object; a request's count is the sum plus the request's own framing. Tokens of a turn
+// (the sum over its messages) likewise, by its message array.
+const renderedTokens = memoByTag<object, number>()
+const turnTokens = memoByTag<ReadonlyArray<Message>, number>()
+// A context unit's tokens (as one system message), by the unit and the tokenizer.
+const contextTokens = memoByTag<ContextUnit, number>()
+// Hashes of rendered messages (the prefix comparison), by the rendered object.
+const renderedHashOf = memoByObject((m: object) => contentHash(JSON.stringify(m)))
+// A context unit's hash, by the unit (the same object while its file is unchanged).
+const unitHashOf = memoByObject((u: { readonly text: string }) => contentHash(u.text))
 
 const orElseFail = <A, E>(either: Either.Either<A, E>) =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
@@ -190,22 +180,27 @@ export const compile = (options: CompileOptions) =>
       manifest =
         text === undefined
           ? emptyManifest
-          : yield* orElseFail(parseManifest(text, `${sid}/context-config.json`))
+          : yield* orElseFail(parseManifestOf(`${sid}/context-config.json`, text))
     }
 
     // --- Stage 1: resolve sources (system prompt files; session prompt; rules; todo; tree; extras)
+    const missingFile = (scope: "global" | "session", path: string) =>
+      new UnresolvedReference({
+        ref: path,
+        kind: "missing-file",
+        reason: `${scope === "global" ? "the data root" : `session ${sid}`} has no ${path}`
+      })
     const readRequired = (scope: "global" | "session", path: string) =>
       Effect.flatMap(ws.read(scope, sid, path), (text) =>
-        text === undefined
-          ? Effect.fail(
-              new UnresolvedReference({
-                ref: path,
-                kind: "missing-file",
-                reason: `${scope === "global" ? "the data root" : `session ${sid}`} has no ${path}`
-              })
-            )
-          : Effect.succeed(text)
+        text === undefined ? Effect.fail(missingFile(scope, path)) : Effect.succeed(text)
       )
+    const readManyRequired = (scope: "global" | "session", paths: ReadonlyArray<string>) =>
+      Effect.flatMap(ws.readMany(scope, sid, paths), (texts) => {
+        const missing = texts.indexOf(undefined)
+        return missing === -1
+          ? Effect.succeed(texts as ReadonlyArray<string>)
+          : Effect.fail(missingFile(scope, paths[missing]!))
+      })
     const globalPrompts: Array<string> = []
     for (const source of manifest.systemPrompt) {
       if (source.type === "global") globalPrompts.push((yield* readRequired("global", source.file)).trim())
@@ -229,7 +224,7 @@ export const compile = (options: CompileOptions) =>
               )
             )
           )
-    const view = historyView(doc)
+    const view = viewOf(doc)
     let turns = view.turns
     if (manifest.chatHistory.strategy === "recent" && manifest.chatHistory.maxTurns !== undefined) {
       turns = turns.slice(-manifest.chatHistory.maxTurns)
@@ -243,6 +238,7 @@ export const compile = (options: CompileOptions) =>
       sessionFiles: yield* ws.list("session", sid),
       summaries: view.summaries,
       read: readRequired,
+      readMany: readManyRequired,
       warn: (message) => warnings.push(message)
     })
 
@@ -274,67 +270,84 @@ export const compile = (options: CompileOptions) =>
     const format = options.format ?? (model.provider === "anthropic" ? "anthropic" : "openai")
     const systemPrompt = globalPrompts.join("\n\n")
 
+    // Tokens are counted per rendered message (see `renderedTokens`): a request is the sum plus its
+    // own framing, exactly as `countMessages` counts it whole.
+    const requestBase = counter.countMessages([])
+    const messageCache = renderedTokens(counter.tokenizer)
+    const messageTokens = (m: OpenAIMessage) => {
+      let tokens = messageCache.get(m)
+      if (tokens === undefined) {
+        tokens = counter.countMessages([openAIChatMessage(m)]) - requestBase
+        messageCache.set(m, tokens)
+      }
+      return tokens
+    }
+    const turnCache = turnTokens(counter.tokenizer)
+    const contextCache = contextTokens(counter.tokenizer)
+    const turnTokensOf = (messages: ReadonlyArray<Message>) => {
+      let tokens = turnCache.get(messages)
+      if (tokens === undefined) {
+        tokens = 0
+        for (const m of messages) for (const r of openAIMessagesOf(m)) tokens += messageTokens(r)
+        turnCache.set(messages, tokens)
+      }
+      return tokens
+    }
+    const countRequest = (request: ReturnType<typeof render>, upTo?: number) => {
+      if (format !== "openai") {
+        const all = chatMessagesOf(request, format)
+        return counter.countMessages(upTo === undefined ? all : all.slice(0, upTo))
+      }
+      const list = (request as { messages: ReadonlyArray<OpenAIMessage> }).messages
+      let total = requestBase
+      for (let i = 0; i < (upTo ?? list.length); i++) total += messageTokens(list[i]!)
+      return total
+    }
+
     // Every unit is made (and counted) once; a history cut only filters the turn units.
     const makeUnits = (historyTurns: ReadonlyArray<Turn>) => {
       // A unit's tokens are what it adds to the rendered request: its text plus the provider's
       // framing (a context is one system message; a turn its messages with their tool calls), so the
       // final exact count rarely needs repairing.
-      const framed = (messages: ReadonlyArray<ChatMessage>) =>
-        counter.countMessages(messages) - counter.countMessages([])
-      const unit = (u: DistributiveOmit<CompileUnit, "tokens">): CompileUnit =>
-        ({
-          ...u,
-          tokens:
-            u.kind === "turn"
-              ? turnTokens(u.turn, counter.tokenizer, () =>
-                  framed(
-                    chatMessagesOf(
-                      render(
-                        {
-                          policy: manifest.policy,
-                          layers: [{ _tag: "history", id: "checkpoint_messages", messages: u.turn.messages }]
-                        },
-                        "openai"
-                      ),
-                      "openai"
-                    )
-                  )
-                )
-              : framed([{ role: u.kind === "query" ? "user" : "system", content: u.text }])
-        }) as CompileUnit
-      const system = unit({
+      const framed = (message: ChatMessage) => counter.countMessages([message]) - requestBase
+      const framedOnce = (u: ContextUnit) => {
+        const tokens = framed({ role: "system", content: u.text })
+        contextCache.set(u, tokens)
+        return tokens
+      }
+      const system: CompileUnit = {
         kind: "system_prompt",
         id: "system_prompt",
         source: "system_prompt",
         text: systemPrompt,
+        tokens: framed({ role: "system", content: systemPrompt }),
         required: true
-      })
-      const queryUnit = unit({
+      }
+      const queryUnit: CompileUnit = {
         kind: "query",
         id: "query",
         source: "user_input",
         text: input,
+        tokens: framed({ role: "user", content: input }),
         required: true
-      })
-      const contextUnits = units.map((u) =>
-        unit({
+      }
+      const contextUnits = units.map(
+        (u): CompileUnit => ({
           kind: "context",
           key: u.key,
           id: u.id,
           source: budgetSourceOf(u.key),
           text: u.text,
+          hash: unitHashOf(u),
+          tokens: contextCache.get(u) ?? framedOnce(u),
           ...(u.ref ? { ref: u.ref } : {})
         })
       )
-      const turnUnits = [...historyTurns].reverse().map((t) =>
-        unit({
-          kind: "turn",
-          turn: t,
-          id: `turn-${t.turn}`,
-          source: "recent_history",
-          text: memoTurnText(t)
-        })
-      )
+      const turnUnits = [...historyTurns].reverse().map((t): CompileUnit => {
+        const { text, hash } = turnTextOf(t.messages)
+        const tokens = turnTokensOf(t.messages)
+        return { kind: "turn", turn: t, id: `turn-${t.turn}`, source: "recent_history", text, hash, tokens }
+      })
       const bySource = new Map<string, Array<CompileUnit>>()
       for (const u of contextUnits) bySource.set(u.source, [...(bySource.get(u.source) ?? []), u])
       const sources: Array<SourceInput<CompileUnit>> = [
@@ -346,7 +359,32 @@ export const compile = (options: CompileOptions) =>
       return sources
     }
 
-    const composeUnits = (included: ReadonlyArray<CompileUnit>) => {
+    // The fit counts the whole request, then the result is composed from the same units: the last
+    // composition and its rendering are kept, so the request counted is the request returned.
+    let lastComposed:
+      | { readonly included: ReadonlyArray<CompileUnit>; readonly composed: Composed }
+      | undefined
+    const composeUnits = (included: ReadonlyArray<CompileUnit>): Composed => {
+      if (
+        lastComposed !== undefined &&
+        lastComposed.included.length === included.length &&
+        lastComposed.included.every((u, i) => u === included[i])
+      )
+        return lastComposed.composed
+      const composed = composeFresh(included)
+      lastComposed = { included, composed }
+      return composed
+    }
+    const renderings = new WeakMap<Composition, ReturnType<typeof render>>()
+    const renderOnce = (composition: Composition) => {
+      let request = renderings.get(composition)
+      if (request === undefined) {
+        request = render(composition, format)
+        renderings.set(composition, request)
+      }
+      return request
+    }
+    const composeFresh = (included: ReadonlyArray<CompileUnit>) => {
       const contexts: Record<string, string> = {}
       for (const u of included)
         if (u.kind === "context")
@@ -370,8 +408,7 @@ export const compile = (options: CompileOptions) =>
         }
       })
     }
-    const countRendered = (composition: Composition) =>
-      counter.countMessages(chatMessagesOf(render(composition, format), format))
+    const countRendered = (composition: Composition) => countRequest(renderOnce(composition))
     const budgetOptions = {
       ...(manifest.budget.outputReserve === undefined
         ? {}
@@ -473,10 +510,16 @@ export const compile = (options: CompileOptions) =>
 
     // --- Stage 4 and 5: format and emit
     const composition = yield* orElseFail(composeUnits(fitted.included))
-    const request = render(composition, format)
+    const request = renderOnce(composition)
 
-    const messages = chatMessagesOf(request, format)
-    const messageHashes = messages.map((m) => contentHash(JSON.stringify(m)))
+    // The request's messages as rendered (anthropic: the top-level system first), each hashed once.
+    const rendered: ReadonlyArray<object> =
+      format === "openai"
+        ? (request as { messages: ReadonlyArray<OpenAIMessage> }).messages
+        : format === "anthropic"
+          ? [{ system: (request as AnthropicRequest).system }, ...(request as AnthropicRequest).messages]
+          : [request as object]
+    const messageHashes = rendered.map((m) => renderedHashOf(m))
     const staticLayers = composition.layers.filter((_, i) =>
       composition.layers.slice(0, i + 1).every((l) => l._tag === "system")
     )
@@ -493,7 +536,7 @@ export const compile = (options: CompileOptions) =>
       ),
       tokens: staticLayers.reduce((n, l) => n + (l._tag === "system" ? counter.count(l.text) : 0), 0),
       unchangedMessages,
-      unchangedTokens: counter.countMessages(messages.slice(0, unchangedMessages)) - counter.countMessages([])
+      unchangedTokens: countRequest(request, unchangedMessages) - requestBase
     }
     const layers = composition.layers.map((l) =>
       l._tag === "history"
@@ -520,24 +563,25 @@ export const compile = (options: CompileOptions) =>
     } satisfies CompileResult
   }).pipe(Effect.withSpan("Compiler.compile"))
 
+/** One rendered OpenAI message as a chat message for counting. */
+export const openAIChatMessage = (m: OpenAIMessage): ChatMessage => ({
+  role: m.role,
+  content: m.content,
+  ...(m.role === "assistant" && m.tool_calls !== undefined
+    ? {
+        toolCalls: m.tool_calls.map((c) => ({
+          id: c.id,
+          name: c.function.name,
+          arguments: c.function.arguments
+        }))
+      }
+    : {})
+})
+
 /** A rendered request as chat messages for counting with the provider's framing. */
 export const chatMessagesOf = (request: ReturnType<typeof render>, format: Format): Array<ChatMessage> => {
   if (format === "openai") {
-    return (request as { messages: ReadonlyArray<Record<string, unknown>> }).messages.map((m) => ({
-      role: m.role as ChatMessage["role"],
-      content: typeof m.content === "string" ? m.content : null,
-      ...(Array.isArray(m.tool_calls)
-        ? {
-            toolCalls: (
-              m.tool_calls as Array<{ id: string; function: { name: string; arguments: string } }>
-            ).map((c) => ({
-              id: c.id,
-              name: c.function.name,
-              arguments: c.function.arguments
-            }))
-          }
-        : {})
-    }))
+    return (request as { messages: ReadonlyArray<OpenAIMessage> }).messages.map(openAIChatMessage)
   }
   if (format === "anthropic") {
     const r = request as {

@@ -6,6 +6,7 @@
 import type { Summary } from "@ctxo/history/Message"
 import { Effect, Either } from "effect"
 import { InvalidContextKey, type UnresolvedReference } from "./CompilerErrors.ts"
+import { memoByKey } from "./internal/memo.ts"
 import type { Manifest } from "./Manifest.ts"
 import type { ContextUnit } from "./Sources.ts"
 import {
@@ -27,6 +28,11 @@ export interface CollectContext {
   readonly summaries: ReadonlyArray<Summary>
   /** Reads a file that must exist (global: the data root; session: the session directory). */
   readonly read: (scope: "global" | "session", path: string) => Effect.Effect<string, UnresolvedReference>
+  /** Reads files that must exist, in order (the unchanged at once, the rest concurrently). */
+  readonly readMany: (
+    scope: "global" | "session",
+    paths: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<string>, UnresolvedReference>
   readonly warn: (message: string) => void
 }
 
@@ -36,6 +42,16 @@ export interface ContextSource {
     context: CollectContext
   ) => Effect.Effect<ReadonlyArray<ContextUnit>, UnresolvedReference>
 }
+
+// Units of a file are the same objects while its text is: the budget's per-unit caches then hit.
+const knowledgeOf = memoByKey(4096, (content: string, key: string) => {
+  const [path, block] = key.split("\u0000") as [string, string]
+  return knowledgeUnits(path, content, block === "" ? undefined : block)
+})
+const profileOf = memoByKey(64, (content: string, key: string) => {
+  const [file, ...ids] = key.split("\u0000") as [string, ...Array<string>]
+  return selectProfileBlocks(content, file, ids)
+})
 
 const fromEither = <A, E>(either: Either.Either<A, E>) =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
@@ -97,7 +113,7 @@ export const profileSource: ContextSource = {
     c.manifest.profileBlocks.length === 0
       ? Effect.succeed([])
       : Effect.flatMap(c.read("global", c.manifest.profile), (profile) =>
-          fromEither(selectProfileBlocks(profile, c.manifest.profile, c.manifest.profileBlocks))
+          fromEither(profileOf([c.manifest.profile, ...c.manifest.profileBlocks].join("\u0000"), profile))
         )
 }
 
@@ -110,10 +126,9 @@ export const knowledgeSource: ContextSource = {
       for (const entry of c.manifest.knowledge) {
         const paths = isGlob(entry.path) ? c.sessionFiles.filter(globMatcher(entry.path)) : [entry.path]
         if (paths.length === 0) c.warn(`knowledge ${entry.path}: no file matches`)
-        // Read concurrently, keep the order.
-        const texts = yield* Effect.forEach(paths, (path) => c.read("session", path), { concurrency: 16 })
+        const texts = yield* c.readMany("session", paths)
         for (const [i, path] of paths.entries()) {
-          units.push(...(yield* fromEither(knowledgeUnits(path, texts[i]!, entry.block))))
+          units.push(...(yield* fromEither(knowledgeOf(`${path}\u0000${entry.block ?? ""}`, texts[i]!))))
         }
       }
       return units

@@ -58,17 +58,22 @@ export const toolResultContent = (part: ToolResultPart): string =>
     ...(part.error === undefined ? {} : { error: part.error })
   })
 
-export const renderOpenAI = (
-  composition: Composition
-): { readonly messages: ReadonlyArray<OpenAIMessage> } => {
-  const messages: Array<OpenAIMessage> = []
-  const history = (message: Message) => {
-    if (message.role === "system") messages.push({ role: "system", content: textOf(message) })
-    else if (message.role === "user") messages.push({ role: "user", content: textOf(message) })
-    else if (message.role === "assistant") {
-      const calls = toolCallsOf(message)
-      const text = textOf(message)
-      messages.push({
+// A history message renders to the same objects every time (messages are immutable): a warm
+// compile reuses them, and with them every per-message count and hash keyed by them.
+const openAIRendered = new WeakMap<Message, ReadonlyArray<OpenAIMessage>>()
+
+/** The OpenAI chat messages of one history message (a tool message gives one per result). */
+export const openAIMessagesOf = (message: Message): ReadonlyArray<OpenAIMessage> => {
+  const cached = openAIRendered.get(message)
+  if (cached !== undefined) return cached
+  let rendered: Array<OpenAIMessage>
+  if (message.role === "system" || message.role === "user") {
+    rendered = [{ role: message.role, content: textOf(message) }]
+  } else if (message.role === "assistant") {
+    const calls = toolCallsOf(message)
+    const text = textOf(message)
+    rendered = [
+      {
         role: "assistant",
         content: text === "" && calls.length > 0 ? null : text,
         ...(calls.length === 0
@@ -80,17 +85,27 @@ export const renderOpenAI = (
                 function: { name: c.name, arguments: JSON.stringify(c.input ?? {}) }
               }))
             })
-      })
-    } else {
-      for (const part of toolResultsOf(message)) {
-        messages.push({ role: "tool", tool_call_id: part.callId, content: toolResultContent(part) })
       }
-    }
+    ]
+  } else {
+    rendered = toolResultsOf(message).map((part) => ({
+      role: "tool" as const,
+      tool_call_id: part.callId,
+      content: toolResultContent(part)
+    }))
   }
+  openAIRendered.set(message, rendered)
+  return rendered
+}
+
+export const renderOpenAI = (
+  composition: Composition
+): { readonly messages: ReadonlyArray<OpenAIMessage> } => {
+  const messages: Array<OpenAIMessage> = []
   for (const layer of composition.layers) {
     if (layer._tag === "system") messages.push({ role: "system", content: layer.text })
     else if (layer._tag === "query") messages.push({ role: "user", content: layer.text })
-    else layer.messages.forEach(history)
+    else for (const message of layer.messages) messages.push(...openAIMessagesOf(message))
   }
   return { messages }
 }

@@ -5,11 +5,15 @@
  * link that leads out of its directory is refused like `..` is.
  *
  * The data root is a local directory, read with Node's native `fs.promises` (its `realpath` is
- * the system call, not a walk). File contents are cached by real path, modification time and size:
- * a warm compile of an unchanged session reads no file twice.
+ * the system call, not a walk). File contents are cached by device, inode, modification time and
+ * size: a warm compile of an unchanged session reads no file twice. A cached file is checked with
+ * one synchronous `stat` (a few microseconds on a local disk, where a thread-pool round trip costs
+ * tens): the same inode is the same file, already proven to be inside; anything else (a new file,
+ * a link swapped in, a change) takes the full path again.
  */
 
 import type { Stats } from "node:fs"
+import { statSync } from "node:fs"
 import { readdir, readFile, realpath, stat } from "node:fs/promises"
 import { join, relative, resolve, sep } from "node:path"
 import { Context, Effect, Either, Layer } from "effect"
@@ -28,6 +32,15 @@ export interface Service {
     sessionId: string,
     path: string
   ) => Effect.Effect<string | undefined, UnresolvedReference>
+  /**
+   * Several files at once, in order: those unchanged since their last read at once, the rest
+   * read concurrently.
+   */
+  readonly readMany: (
+    scope: Scope,
+    sessionId: string,
+    paths: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<string | undefined>, UnresolvedReference>
   /** Files of the scope's directory, recursively, relative to it, sorted (for globs and CODE_LAW.md). */
   readonly list: (
     scope: Scope,
@@ -48,6 +61,13 @@ const attempt = <A>(f: () => Promise<A>) =>
 export const make = (root: string): Service => {
   const absoluteRoot = resolve(root)
   const contents = new Map<string, { readonly stamp: string; readonly text: string }>()
+  // The last good read of each request (scope, session, path as written): the file and its text.
+  const known = new Map<string, { readonly full: string; readonly stamp: string; readonly text: string }>()
+  const listings = new Map<
+    string,
+    { readonly dirs: ReadonlyArray<readonly [string, string]>; readonly files: ReadonlyArray<string> }
+  >()
+  const stampOf = (info: Stats) => `${info.dev}:${info.ino}:${info.mtimeMs}:${info.size}`
   const realBases = new Map<string, string>()
   const io = (ref: string) => (e: NodeJS.ErrnoException) =>
     new UnresolvedReference({ ref, kind: "missing-file", reason: e.message })
@@ -94,31 +114,78 @@ export const make = (root: string): Service => {
   const fileStat = (real: string, ref: string) =>
     attempt<Stats>(() => stat(real)).pipe(Effect.mapError(io(ref)))
 
-  return {
-    root,
-    hasSession: (sessionId) =>
-      Effect.flatMap(base("session", sessionId), (dir) =>
-        fileStat(dir, `session ${sessionId}`).pipe(Effect.map((info) => info?.isDirectory() === true))
-      ),
-    read: (scope, sessionId, file) =>
-      Effect.gen(function* () {
+  // The text of an earlier good read of the same request (scope, session, path as written) when the
+  // file is unchanged: the checks on the path are pure, so only the file's stamp needs looking at.
+  const unchanged = (scope: Scope, sessionId: string, file: string): string | undefined => {
+    const request = `${scope}\u0000${sessionId}\u0000${file}`
+    const seen = known.get(request)
+    if (seen === undefined) return undefined
+    const info = statSync(seen.full, { throwIfNoEntry: false })
+    if (info?.isFile() && stampOf(info) === seen.stamp) return seen.text
+    known.delete(request)
+    return undefined
+  }
+  const read = (scope: Scope, sessionId: string, file: string) =>
+    Effect.suspend(() => {
+      const text = unchanged(scope, sessionId, file)
+      if (text !== undefined) return Effect.succeed<string | undefined>(text)
+      return Effect.gen(function* () {
         const path = yield* Either.match(sandboxPath(file), { onLeft: Effect.fail, onRight: Effect.succeed })
         const dir = yield* base(scope, sessionId)
-        const real = yield* realInside(dir, join(dir, path), file)
+        const full = join(dir, path)
+        const real = yield* realInside(dir, full, file)
         if (real === undefined) return undefined
         const info = yield* fileStat(real, file)
         if (info === undefined || !info.isFile()) return undefined
-        const stamp = `${info.mtimeMs}:${info.size}`
-        const cached = contents.get(real)
-        if (cached !== undefined && cached.stamp === stamp) return cached.text
-        const text = yield* attempt(() => readFile(real, "utf8")).pipe(Effect.mapError(io(file)))
-        if (text === undefined) return undefined
-        contents.set(real, { stamp, text })
-        return text
+        const stamp = stampOf(info)
+        let entry = contents.get(real)
+        if (entry === undefined || entry.stamp !== stamp) {
+          const text = yield* attempt(() => readFile(real, "utf8")).pipe(Effect.mapError(io(file)))
+          if (text === undefined) return undefined
+          entry = { stamp, text }
+          contents.set(real, entry)
+        }
+        known.set(`${scope}\u0000${sessionId}\u0000${file}`, { full, ...entry })
+        return entry.text
+      })
+    })
+
+  return {
+    root,
+    hasSession: (sessionId) =>
+      Effect.map(
+        base("session", sessionId),
+        (dir) => statSync(dir, { throwIfNoEntry: false })?.isDirectory() === true
+      ),
+    read,
+    readMany: (scope, sessionId, paths) =>
+      Effect.suspend(() => {
+        const texts = paths.map((path) => unchanged(scope, sessionId, path))
+        const missing = paths.flatMap((_, i) => (texts[i] === undefined ? [i] : []))
+        if (missing.length === 0) return Effect.succeed(texts)
+        return Effect.forEach(missing, (i) => read(scope, sessionId, paths[i]!), { concurrency: 16 }).pipe(
+          Effect.map((read) => {
+            for (const [k, i] of missing.entries()) texts[i] = read[k]
+            return texts
+          })
+        )
       }),
     list: (scope, sessionId) =>
       Effect.gen(function* () {
         const dir = yield* base(scope, sessionId)
+        // A listing stands while no directory of it changed (adding, removing or renaming an entry
+        // changes its directory's modification time).
+        const listed = listings.get(dir)
+        if (
+          listed?.dirs.every(([path, stamp]) => {
+            const info = statSync(path, { throwIfNoEntry: false })
+            return info !== undefined && stampOf(info) === stamp
+          })
+        )
+          return listed.files
+        const dirs: Array<readonly [string, string]> = []
+        const dirInfo = statSync(dir, { throwIfNoEntry: false })
+        if (dirInfo !== undefined) dirs.push([dir, stampOf(dirInfo)])
         const inside = yield* realBase(dir)
         const entries =
           (yield* attempt(() => readdir(dir, { recursive: true, withFileTypes: true })).pipe(
@@ -127,7 +194,10 @@ export const make = (root: string): Service => {
         const files: Array<string> = []
         for (const entry of entries) {
           const full = join(entry.parentPath, entry.name)
-          if (entry.isFile()) {
+          if (entry.isDirectory()) {
+            const info = statSync(full, { throwIfNoEntry: false })
+            if (info !== undefined) dirs.push([full, stampOf(info)])
+          } else if (entry.isFile()) {
             // A regular file under a real directory of the session is inside it.
             const real = yield* realBase(entry.parentPath)
             if (real === inside || real.startsWith(`${inside}${sep}`))
@@ -142,7 +212,9 @@ export const make = (root: string): Service => {
             }
           }
         }
-        return files.sort()
+        files.sort()
+        listings.set(dir, { dirs, files })
+        return files
       })
   }
 }

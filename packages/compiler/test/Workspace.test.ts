@@ -1,0 +1,67 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Workspace from "../src/Workspace.ts"
+
+// One workspace instance across reads, as a gateway keeps it: its caches must never serve a stale
+// text, a removed file, or a file a swapped-in symlink leads to.
+const setup = () => {
+  const root = mkdtempSync(join(tmpdir(), "ctxo-ws-"))
+  mkdirSync(join(root, "s1", "docs"), { recursive: true })
+  writeFileSync(join(root, "s1", "notes.md"), "# Notes\nfirst\n")
+  writeFileSync(join(root, "s1", "docs", "a.md"), "# A\n")
+  return { root, ws: Workspace.make(root) }
+}
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+const later = (path: string, seconds: number) =>
+  utimesSync(path, new Date(), new Date(Date.now() + seconds * 1000))
+
+describe("Workspace caches", () => {
+  it("reads a changed file again, even at the same size", async () => {
+    const { root, ws } = setup()
+    expect(await run(ws.read("session", "s1", "notes.md"))).toBe("# Notes\nfirst\n")
+    writeFileSync(join(root, "s1", "notes.md"), "# Notes\nfixed\n")
+    later(join(root, "s1", "notes.md"), 5)
+    expect(await run(ws.read("session", "s1", "notes.md"))).toBe("# Notes\nfixed\n")
+    unlinkSync(join(root, "s1", "notes.md"))
+    expect(await run(ws.read("session", "s1", "notes.md"))).toBeUndefined()
+  })
+
+  it("refuses a file that was read before and is now a symlink out of the session", async () => {
+    const { root, ws } = setup()
+    const outside = mkdtempSync(join(tmpdir(), "ctxo-ws-outside-"))
+    writeFileSync(join(outside, "secret.md"), "token=abc\n")
+    expect(await run(ws.read("session", "s1", "notes.md"))).toContain("first")
+    rmSync(join(root, "s1", "notes.md"))
+    symlinkSync(join(outside, "secret.md"), join(root, "s1", "notes.md"))
+    const error = await run(Effect.flip(ws.read("session", "s1", "notes.md")))
+    expect(error.kind).toBe("outside-sandbox")
+  })
+
+  it("lists files added and removed since the last listing, in subdirectories too", async () => {
+    const { root, ws } = setup()
+    expect(await run(ws.list("session", "s1"))).toEqual(["docs/a.md", "notes.md"])
+    writeFileSync(join(root, "s1", "docs", "b.md"), "# B\n")
+    mkdirSync(join(root, "s1", "docs", "deep"))
+    writeFileSync(join(root, "s1", "docs", "deep", "c.md"), "# C\n")
+    expect(await run(ws.list("session", "s1"))).toEqual([
+      "docs/a.md",
+      "docs/b.md",
+      "docs/deep/c.md",
+      "notes.md"
+    ])
+    unlinkSync(join(root, "s1", "docs", "a.md"))
+    expect(await run(ws.list("session", "s1"))).toEqual(["docs/b.md", "docs/deep/c.md", "notes.md"])
+  })
+
+  it("reads many files in order, the cached and the new alike", async () => {
+    const { root, ws } = setup()
+    await run(ws.read("session", "s1", "notes.md"))
+    writeFileSync(join(root, "s1", "docs", "b.md"), "# B\n")
+    expect(
+      await run(ws.readMany("session", "s1", ["docs/b.md", "missing.md", "notes.md", "docs/a.md"]))
+    ).toEqual(["# B\n", undefined, "# Notes\nfirst\n", "# A\n"])
+  })
+})
