@@ -62,6 +62,11 @@ export interface CompileOptions {
   /** Use this manifest instead of the session's `context-config.json`. */
   readonly manifest?: Manifest
   readonly previous?: CompileState
+  /**
+   * The session's history as the caller holds it (a gateway's history store, the replay harness),
+   * instead of reading the manifest's history file.
+   */
+  readonly history?: HistoryDocument
   /** The collectors to run (default: `defaultSources`). */
   readonly sources?: ReadonlyArray<ContextSource>
 }
@@ -208,22 +213,28 @@ export const compile = (options: CompileOptions) =>
 
     // --- history (L3): the curated view; its summaries become compression__context
     const historyText =
-      manifest.chatHistory.strategy === "none" ? undefined : yield* sessionFile(manifest.chatHistory.source)
+      manifest.chatHistory.strategy === "none" || options.history !== undefined
+        ? undefined
+        : yield* sessionFile(manifest.chatHistory.source)
     const doc: HistoryDocument =
-      historyText === undefined
+      manifest.chatHistory.strategy === "none"
         ? emptyHistory
-        : yield* orElseFail(
-            decodeHistory(historyText).pipe(
-              Either.mapLeft(
-                (e) =>
-                  new InvalidManifest({
-                    file: `${sid}/${manifest.chatHistory.source}`,
-                    field: "(history)",
-                    reason: e.message
-                  })
+        : options.history !== undefined
+          ? options.history
+          : historyText === undefined
+            ? emptyHistory
+            : yield* orElseFail(
+                decodeHistory(historyText).pipe(
+                  Either.mapLeft(
+                    (e) =>
+                      new InvalidManifest({
+                        file: `${sid}/${manifest.chatHistory.source}`,
+                        field: "(history)",
+                        reason: e.message
+                      })
+                  )
+                )
               )
-            )
-          )
     const view = viewOf(doc)
     let turns = view.turns
     if (manifest.chatHistory.strategy === "recent" && manifest.chatHistory.maxTurns !== undefined) {
@@ -343,16 +354,31 @@ export const compile = (options: CompileOptions) =>
           ...(u.ref ? { ref: u.ref } : {})
         })
       )
-      const turnUnits = [...historyTurns].reverse().map((t): CompileUnit => {
+      const turnUnit = (t: Turn, source: string): CompileUnit => {
         const { text, hash } = turnTextOf(t.messages)
         const tokens = turnTokensOf(t.messages)
-        return { kind: "turn", turn: t, id: `turn-${t.turn}`, source: "recent_history", text, hash, tokens }
-      })
+        return { kind: "turn", turn: t, id: `turn-${t.turn}`, source, text, hash, tokens }
+      }
+      // Without a new input, an unfinished last turn is the running one (a step of the ReAct loop):
+      // its input and steps are what the model answers, so they are required like an input.
+      const last = historyTurns.at(-1)
+      const running = input === "" && last !== undefined && !last.finished ? last : undefined
+      const turnUnits = [...historyTurns]
+        .reverse()
+        .filter((t) => t !== running)
+        .map((t) => turnUnit(t, "recent_history"))
       const bySource = new Map<string, Array<CompileUnit>>()
       for (const u of contextUnits) bySource.set(u.source, [...(bySource.get(u.source) ?? []), u])
       const sources: Array<SourceInput<CompileUnit>> = [
         { id: "system_prompt", required: true, units: [system] },
-        { id: "user_input", required: true, units: [queryUnit] },
+        {
+          id: "user_input",
+          required: true,
+          units:
+            running === undefined
+              ? [queryUnit]
+              : [queryUnit, { ...turnUnit(running, "user_input"), required: true }]
+        },
         ...[...bySource].map(([id, list]) => ({ id, units: list })),
         { id: "recent_history", contiguous: true, units: turnUnits }
       ]
@@ -543,9 +569,7 @@ export const compile = (options: CompileOptions) =>
         ? {
             id: l.id,
             // The included turns' tokens as the budget counted them (framing included).
-            tokens: fitted.report.units
-              .filter((u) => u.source === "recent_history" && u.status === "included")
-              .reduce((n, u) => n + u.tokens, 0),
+            tokens: fitted.included.reduce((n, u) => n + (u.kind === "turn" ? u.tokens : 0), 0),
             messages: l.messages.length
           }
         : { id: l.id, tokens: counter.count(l.text) }

@@ -220,3 +220,54 @@ export const make = (root: string): Service => {
 }
 
 export const layer = (root: string): Layer.Layer<Workspace> => Layer.sync(Workspace, () => make(root))
+
+/** Files of a data root held in memory: global files, and each session's files by path. */
+export interface MemoryFiles {
+  readonly global: Readonly<Record<string, string>>
+  readonly sessions: Readonly<Record<string, Readonly<Record<string, string>>>>
+}
+
+/**
+ * A data root in memory (the replay harness, stateless compiles): the same path checks as on disk,
+ * with no file system behind them.
+ */
+export const makeMemory = (files: MemoryFiles, root = "(memory)"): Service => {
+  const sessionOf = (sessionId: string) =>
+    Effect.flatMap(
+      Either.match(sandboxPath(sessionId, `session ${sessionId}`), {
+        onLeft: Effect.fail,
+        onRight: Effect.succeed
+      }),
+      (id) =>
+        id.includes("/")
+          ? Effect.fail(
+              new UnresolvedReference({
+                ref: `session ${sessionId}`,
+                kind: "outside-sandbox",
+                reason: "a session id is one path segment"
+              })
+            )
+          : Effect.succeed(Object.hasOwn(files.sessions, id) ? files.sessions[id] : undefined)
+    )
+  const scopeFiles = (scope: Scope, sessionId: string) =>
+    scope === "global" ? Effect.succeed<Readonly<Record<string, string>>>(files.global) : sessionOf(sessionId)
+  const read = (scope: Scope, sessionId: string, file: string) =>
+    Effect.flatMap(
+      Either.match(sandboxPath(file), { onLeft: Effect.fail, onRight: Effect.succeed }),
+      (path) =>
+        Effect.map(scopeFiles(scope, sessionId), (dir) =>
+          dir !== undefined && Object.hasOwn(dir, path) ? dir[path] : undefined
+        )
+    )
+  return {
+    root,
+    hasSession: (sessionId) => Effect.map(sessionOf(sessionId), (dir) => dir !== undefined),
+    read,
+    readMany: (scope, sessionId, paths) => Effect.forEach(paths, (path) => read(scope, sessionId, path)),
+    list: (scope, sessionId) =>
+      Effect.map(scopeFiles(scope, sessionId), (dir) => Object.keys(dir ?? {}).sort())
+  }
+}
+
+export const layerMemory = (files: MemoryFiles, root?: string): Layer.Layer<Workspace> =>
+  Layer.succeed(Workspace, makeMemory(files, root))

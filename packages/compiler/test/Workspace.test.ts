@@ -65,3 +65,21 @@ describe("Workspace caches", () => {
     ).toEqual(["# B\n", undefined, "# Notes\nfirst\n", "# A\n"])
   })
 })
+
+describe("Workspace in memory", () => {
+  const ws = Workspace.makeMemory({
+    global: { "system-prompt.md": "You are ctxo." },
+    sessions: { s1: { "notes.md": "# Notes\n", "docs/a.md": "# A\n" } }
+  })
+  it("reads, lists and checks paths like the disk workspace", async () => {
+    expect(await run(ws.hasSession("s1"))).toBe(true)
+    expect(await run(ws.hasSession("s2"))).toBe(false)
+    expect(await run(ws.read("global", "s1", "system-prompt.md"))).toBe("You are ctxo.")
+    expect(await run(ws.readMany("session", "s1", ["docs/a.md", "nope.md"]))).toEqual(["# A\n", undefined])
+    expect(await run(ws.list("session", "s1"))).toEqual(["docs/a.md", "notes.md"])
+    const outside = await run(Effect.flip(ws.read("session", "s1", "../s2/x.md")))
+    expect(outside.kind).toBe("outside-sandbox")
+    const session = await run(Effect.flip(ws.hasSession("../s1")))
+    expect(session._tag).toBe("UnresolvedReference")
+  })
+})
