@@ -57,7 +57,8 @@ const profileOf = (name: string): Profile =>
 /** The message index range of each layer in the rendered request (what `--dump` writes). */
 const layerRanges = (result: CompileResult) => {
   const messages = chatMessagesOf(result.request as never, result.format)
-  if (result.format !== "openai") return result.composition.layers.map((l) => ({ name: l.id, from: 0, to: messages.length - 1 }))
+  if (result.format !== "openai")
+    return result.composition.layers.map((l) => ({ name: l.id, from: 0, to: messages.length - 1 }))
   let at = 0
   return result.composition.layers.map((l) => {
     const size =
@@ -83,7 +84,11 @@ export const replayCommand = Command.make(
       const loaded = yield* loadSessions(args.paths)
       const chosen = Option.match(args.profiles, {
         onNone: () => defaultProfiles,
-        onSome: (list) => list.split(",").map((s) => profileOf(s.trim())).filter((p) => p.id !== "")
+        onSome: (list) =>
+          list
+            .split(",")
+            .map((s) => profileOf(s.trim()))
+            .filter((p) => p.id !== "")
       })
       const tty = process.stderr.isTTY === true
       const progress = (done: number, total: number) =>
@@ -91,7 +96,9 @@ export const replayCommand = Command.make(
           if (!tty) return
           const width = 30
           const filled = Math.round((done / total) * width)
-          process.stderr.write(`\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} replays`)
+          process.stderr.write(
+            `\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} replays`
+          )
           if (done === total) process.stderr.write("\n")
         })
       const dumpDir = Option.getOrUndefined(args.dump)
@@ -138,9 +145,7 @@ export const replayCommand = Command.make(
       if (result.violations.length > 0)
         return yield* Effect.fail(new ReplayFailed(`${result.violations.length} invariant violations`))
     }).pipe(
-      Effect.provide(
-        Layer.mergeAll(live, registryLayer(args.models), Tokenizer.layer()).pipe(Layer.orDie)
-      )
+      Effect.provide(Layer.mergeAll(live, registryLayer(args.models), Tokenizer.layer()).pipe(Layer.orDie))
     )
 ).pipe(
   Command.withDescription(

@@ -58,7 +58,8 @@ export const makeMemory = Effect.gen(function* () {
   const lockFor = yield* makeLocks
   const service: Service = {
     // Read when run, not when the effect is made: a `load` effect kept and run again sees new writes.
-    load: (sessionId) => validateSessionId(sessionId).pipe(Effect.map(() => docs.get(sessionId) ?? emptyHistory)),
+    load: (sessionId) =>
+      validateSessionId(sessionId).pipe(Effect.map(() => docs.get(sessionId) ?? emptyHistory)),
     modify: (sessionId, f) =>
       Effect.gen(function* () {
         yield* validateSessionId(sessionId)

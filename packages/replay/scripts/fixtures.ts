@@ -82,7 +82,12 @@ const chinese = [
 
 // --- session builders
 let callCounter = 0
-const call = (name: string, input: unknown, result: Extract<Step, { type: "tool_result" }>["result"], thought: string): Array<Step> => {
+const call = (
+  name: string,
+  input: unknown,
+  result: Extract<Step, { type: "tool_result" }>["result"],
+  thought: string
+): Array<Step> => {
   const id = `call_${++callCounter}`
   return [
     { type: "assistant", text: `Thought: ${thought}\nAction: ${name}[${JSON.stringify(input)}]` },
@@ -126,34 +131,116 @@ const base = (id: string, description: string, policy: RecordedSession["policy"]
 })
 const agentPrompt =
   "You are a careful coding agent. Work in small steps: think, call one tool, read its result. Follow the project's CODE_LAW.md. Finish with a short summary of what changed."
-const tutorPrompt = "You are a patient tutor. Explain step by step, check understanding, and cite the notes you use."
+const tutorPrompt =
+  "You are a patient tutor. Explain step by step, check understanding, and cite the notes you use."
 
 const sessions: Array<RecordedSession> = []
 const add = (s: RecordedSession) => sessions.push(s)
 
 // 1. a bug fix with every small tool
 add({
-  ...base("fix-login-bug", "Code agent fixes an inverted password check: Read, Grep, Edit, Bash; CODE_LAW.md as rules; an @file mention.", "code-agent"),
+  ...base(
+    "fix-login-bug",
+    "Code agent fixes an inverted password check: Read, Grep, Edit, Bash; CODE_LAW.md as rules; an @file mention.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
-  files: { "CODE_LAW.md": codeLaw, "src/auth.ts": authTs, "milestones.md": "- [x] reproduce the login failure\n- [ ] fix the password check\n- [ ] add a regression test\n" },
+  files: {
+    "CODE_LAW.md": codeLaw,
+    "src/auth.ts": authTs,
+    "milestones.md":
+      "- [x] reproduce the login failure\n- [ ] fix the password check\n- [ ] add a regression test\n"
+  },
   turns: withUsage(
     [
       {
         user: "Users with the right password cannot log in. Fix the bug in @src/auth.ts",
         steps: [
-          ...call("Read", { path: "src/auth.ts" }, ok({ file: "src/auth.ts", content: authTs, totalLines: 15, mtime: "2026-11-20T10:00:00Z" }, { text: authTs, stats: { bytes: authTs.length } }), "Read the login function first."),
-          ...call("Grep", { pattern: "verify\\(", path: "src" }, ok({ pattern: "verify\\(", matches: [{ file: "src/auth.ts", line: 9, text: "  const ok = await verify(password, user.passwordHash)" }, { file: "src/jwt.ts", line: 3, text: "export const verify = async (plain: string, hash: string) =>" }] }), "Check what verify returns."),
-          ...call("Edit", { path: "src/auth.ts", oldString: "if (ok) throw", newString: "if (!ok) throw" }, ok({ file: "src/auth.ts", startLine: 10, newString: '  if (!ok) throw new Error("wrong password")', applied: true }), "The check is inverted: throw when verify fails."),
-          ...call("Bash", { command: "pnpm test test/auth.test.ts" }, ok({ command: "pnpm test test/auth.test.ts", exitCode: 0, stdout: " ✓ test/auth.test.ts (4 tests) 41ms\n Test Files  1 passed (1)\n      Tests  4 passed (4)\n", stderr: "" }), "Run the auth tests."),
-          answer("Fixed: `login` threw on a correct password because the `verify` check was inverted. Changed `if (ok)` to `if (!ok)` in src/auth.ts; the 4 auth tests pass.")
+          ...call(
+            "Read",
+            { path: "src/auth.ts" },
+            ok(
+              { file: "src/auth.ts", content: authTs, totalLines: 15, mtime: "2026-11-20T10:00:00Z" },
+              { text: authTs, stats: { bytes: authTs.length } }
+            ),
+            "Read the login function first."
+          ),
+          ...call(
+            "Grep",
+            { pattern: "verify\\(", path: "src" },
+            ok({
+              pattern: "verify\\(",
+              matches: [
+                {
+                  file: "src/auth.ts",
+                  line: 9,
+                  text: "  const ok = await verify(password, user.passwordHash)"
+                },
+                {
+                  file: "src/jwt.ts",
+                  line: 3,
+                  text: "export const verify = async (plain: string, hash: string) =>"
+                }
+              ]
+            }),
+            "Check what verify returns."
+          ),
+          ...call(
+            "Edit",
+            { path: "src/auth.ts", oldString: "if (ok) throw", newString: "if (!ok) throw" },
+            ok({
+              file: "src/auth.ts",
+              startLine: 10,
+              newString: '  if (!ok) throw new Error("wrong password")',
+              applied: true
+            }),
+            "The check is inverted: throw when verify fails."
+          ),
+          ...call(
+            "Bash",
+            { command: "pnpm test test/auth.test.ts" },
+            ok({
+              command: "pnpm test test/auth.test.ts",
+              exitCode: 0,
+              stdout:
+                " ✓ test/auth.test.ts (4 tests) 41ms\n Test Files  1 passed (1)\n      Tests  4 passed (4)\n",
+              stderr: ""
+            }),
+            "Run the auth tests."
+          ),
+          answer(
+            "Fixed: `login` threw on a correct password because the `verify` check was inverted. Changed `if (ok)` to `if (!ok)` in src/auth.ts; the 4 auth tests pass."
+          )
         ]
       },
       {
         user: "Add a regression test for it, as CODE_LAW.md asks.",
         steps: [
-          ...call("Write", { path: "test/auth.login.test.ts" }, ok({ file: "test/auth.login.test.ts", created: true, content: 'import { expect, it } from "vitest"\nimport { login } from "../src/auth.js"\n\nit("logs in with the right password", async () => {\n  await expect(login("ada@example.com", "correct horse")).resolves.toMatchObject({ userId: "u1" })\n})\n' }), "Write a test that failed before the fix."),
-          ...call("Bash", { command: "pnpm test" }, ok({ command: "pnpm test", exitCode: 0, stdout: " Test Files  12 passed (12)\n      Tests  87 passed (87)\n", stderr: "" }), "Run the whole suite."),
-          answer("Added test/auth.login.test.ts; it fails on the old check and passes now. All 87 tests pass.")
+          ...call(
+            "Write",
+            { path: "test/auth.login.test.ts" },
+            ok({
+              file: "test/auth.login.test.ts",
+              created: true,
+              content:
+                'import { expect, it } from "vitest"\nimport { login } from "../src/auth.js"\n\nit("logs in with the right password", async () => {\n  await expect(login("ada@example.com", "correct horse")).resolves.toMatchObject({ userId: "u1" })\n})\n'
+            }),
+            "Write a test that failed before the fix."
+          ),
+          ...call(
+            "Bash",
+            { command: "pnpm test" },
+            ok({
+              command: "pnpm test",
+              exitCode: 0,
+              stdout: " Test Files  12 passed (12)\n      Tests  87 passed (87)\n",
+              stderr: ""
+            }),
+            "Run the whole suite."
+          ),
+          answer(
+            "Added test/auth.login.test.ts; it fails on the old check and passes now. All 87 tests pass."
+          )
         ]
       }
     ],
@@ -165,7 +252,11 @@ add({
 // 2. a 3,000-line Read
 const big = tsModule("src/payments/legacy.ts", 3_000)
 add({
-  ...base("read-3000-lines", "A Read of a 3,000-line file: history keeps 500 lines and names where the full result is.", "code-agent"),
+  ...base(
+    "read-3000-lines",
+    "A Read of a 3,000-line file: history keeps 500 lines and names where the full result is.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw, "src/payments/legacy.ts": big },
   turns: withUsage(
@@ -173,13 +264,27 @@ add({
       {
         user: "Where does the legacy payments module load refunds? Look at src/payments/legacy.ts",
         steps: [
-          ...call("Read", { path: "src/payments/legacy.ts" }, ok({ file: "src/payments/legacy.ts", content: big, totalLines: 3_000 }, { text: big, stats: { lines: 3_000 } }), "Read the whole module."),
-          answer("Refunds are loaded by the `loadRefund*` functions (every sixth loader, e.g. `loadRefund2` at line 21); each selects from `refunds` by id and decodes with the `Refund` schema.")
+          ...call(
+            "Read",
+            { path: "src/payments/legacy.ts" },
+            ok(
+              { file: "src/payments/legacy.ts", content: big, totalLines: 3_000 },
+              { text: big, stats: { lines: 3_000 } }
+            ),
+            "Read the whole module."
+          ),
+          answer(
+            "Refunds are loaded by the `loadRefund*` functions (every sixth loader, e.g. `loadRefund2` at line 21); each selects from `refunds` by id and decodes with the `Refund` schema."
+          )
         ]
       },
       {
         user: "Summarize the pattern those loaders share.",
-        steps: [answer("Each loader: gets `Db`, runs one parameterized select, fails with `NotFound` when no row, decodes the row with the entity's Schema.")]
+        steps: [
+          answer(
+            "Each loader: gets `Db`, runs one parameterized select, fails with `NotFound` when no row, decodes the row with the entity's Schema."
+          )
+        ]
       }
     ],
     200_000,
@@ -197,8 +302,18 @@ add({
       {
         user: "Find every call of the deprecated charge() logger warning.",
         steps: [
-          ...call("Grep", { pattern: "deprecated: use chargeV2", path: "src" }, ok({ pattern: "deprecated: use chargeV2", matches: grepMatches(200), totalMatches: 200 }, { stats: { files: 50 } }), "Search the whole source tree."),
-          answer("200 matches in 50 files under src/billing, src/orders, src/users and src/reports; the first five are listed above. They all log the same warning before calling charge().")
+          ...call(
+            "Grep",
+            { pattern: "deprecated: use chargeV2", path: "src" },
+            ok(
+              { pattern: "deprecated: use chargeV2", matches: grepMatches(200), totalMatches: 200 },
+              { stats: { files: 50 } }
+            ),
+            "Search the whole source tree."
+          ),
+          answer(
+            "200 matches in 50 files under src/billing, src/orders, src/users and src/reports; the first five are listed above. They all log the same warning before calling charge()."
+          )
         ]
       },
       {
@@ -213,7 +328,11 @@ add({
 
 // 4. failing Bash with 400 lines of stderr
 add({
-  ...base("bash-400-stderr", "A failing Bash with 400 lines of stderr: history keeps a summary and the last 20 lines; the error stays whole.", "code-agent"),
+  ...base(
+    "bash-400-stderr",
+    "A failing Bash with 400 lines of stderr: history keeps a summary and the last 20 lines; the error stays whole.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw },
   turns: withUsage(
@@ -221,13 +340,36 @@ add({
       {
         user: "Run the refund tests and tell me what fails.",
         steps: [
-          ...call("Bash", { command: "pnpm test test/payments" }, fail("Command failed with exit code 1: pnpm test test/payments", { command: "pnpm test test/payments", exitCode: 1, stdout: Array.from({ length: 60 }, (_, i) => ` ✓ test/payments/capture.test.ts > capture case ${i + 1}`).join("\n"), stderr: stderrLines(400) }, "EXIT_1"), "Run the payments suite."),
-          answer("40 refund cases fail the same way: a refund above the captured amount is accepted instead of rejected (test/payments/refund.test.ts).")
+          ...call(
+            "Bash",
+            { command: "pnpm test test/payments" },
+            fail(
+              "Command failed with exit code 1: pnpm test test/payments",
+              {
+                command: "pnpm test test/payments",
+                exitCode: 1,
+                stdout: Array.from(
+                  { length: 60 },
+                  (_, i) => ` ✓ test/payments/capture.test.ts > capture case ${i + 1}`
+                ).join("\n"),
+                stderr: stderrLines(400)
+              },
+              "EXIT_1"
+            ),
+            "Run the payments suite."
+          ),
+          answer(
+            "40 refund cases fail the same way: a refund above the captured amount is accepted instead of rejected (test/payments/refund.test.ts)."
+          )
         ]
       },
       {
         user: "OK, what would you change?",
-        steps: [answer("Compare the requested amount with `captured - refunded` in `createRefund` and reject when it is larger.")]
+        steps: [
+          answer(
+            "Compare the requested amount with `captured - refunded` in `createRefund` and reject when it is larger."
+          )
+        ]
       }
     ],
     200_000,
@@ -238,7 +380,11 @@ add({
 // 5. a new 300-line Write
 const newFile = tsModule("src/payments/refund-policy.ts", 300)
 add({
-  ...base("write-300-lines", "A Write of a new 300-line file: history keeps a 50-line snippet.", "code-agent"),
+  ...base(
+    "write-300-lines",
+    "A Write of a new 300-line file: history keeps a 50-line snippet.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw },
   turns: withUsage(
@@ -246,12 +392,25 @@ add({
       {
         user: "Create src/payments/refund-policy.ts with loaders for every entity.",
         steps: [
-          ...call("Write", { path: "src/payments/refund-policy.ts", content: newFile }, ok({ file: "src/payments/refund-policy.ts", created: true, content: newFile }), "Write the module in one go."),
-          ...call("Bash", { command: "pnpm tsc --noEmit" }, ok({ command: "pnpm tsc --noEmit", exitCode: 0, stdout: "", stderr: "" }), "Typecheck."),
+          ...call(
+            "Write",
+            { path: "src/payments/refund-policy.ts", content: newFile },
+            ok({ file: "src/payments/refund-policy.ts", created: true, content: newFile }),
+            "Write the module in one go."
+          ),
+          ...call(
+            "Bash",
+            { command: "pnpm tsc --noEmit" },
+            ok({ command: "pnpm tsc --noEmit", exitCode: 0, stdout: "", stderr: "" }),
+            "Typecheck."
+          ),
           answer("Created src/payments/refund-policy.ts (300 lines, 37 loaders); it typechecks.")
         ]
       },
-      { user: "Thanks. Anything risky in it?", steps: [answer("No: every query is parameterized and every row is decoded before use.")] }
+      {
+        user: "Thanks. Anything risky in it?",
+        steps: [answer("No: every query is parameterized and every row is decoded before use.")]
+      }
     ],
     200_000,
     10
@@ -260,18 +419,39 @@ add({
 
 // 6. TodoWrite and milestones
 const todos = (done: number) =>
-  ["Reproduce the refund bug", "Write a failing test", "Fix createRefund", "Run the suite", "Update the changelog"].map(
-    (content, i) => ({ content, status: i < done ? "completed" : i === done ? "in_progress" : "pending", activeForm: content })
-  )
+  [
+    "Reproduce the refund bug",
+    "Write a failing test",
+    "Fix createRefund",
+    "Run the suite",
+    "Update the changelog"
+  ].map((content, i) => ({
+    content,
+    status: i < done ? "completed" : i === done ? "in_progress" : "pending",
+    activeForm: content
+  }))
 add({
-  ...base("todo-recap", "TodoWrite through a task: history keeps the recap only; milestones.md feeds todo__context.", "code-agent"),
+  ...base(
+    "todo-recap",
+    "TodoWrite through a task: history keeps the recap only; milestones.md feeds todo__context.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
-  files: { "CODE_LAW.md": codeLaw, "milestones.md": "# Milestones\n\n- [x] Reproduce the refund bug\n- [ ] Fix createRefund\n- [ ] Update the changelog\n" },
+  files: {
+    "CODE_LAW.md": codeLaw,
+    "milestones.md":
+      "# Milestones\n\n- [x] Reproduce the refund bug\n- [ ] Fix createRefund\n- [ ] Update the changelog\n"
+  },
   turns: withUsage(
     [1, 2, 3, 4].map((k) => ({
       user: k === 1 ? "Plan the refund fix with a todo list and start." : `Continue with step ${k + 1}.`,
       steps: [
-        ...call("TodoWrite", { todos: todos(k) }, ok({ todos: todos(k) }, { text: "Todos have been modified successfully." }), "Update the plan."),
+        ...call(
+          "TodoWrite",
+          { todos: todos(k) },
+          ok({ todos: todos(k) }, { text: "Todos have been modified successfully." }),
+          "Update the plan."
+        ),
         answer(`Step ${k} done; next: ${todos(k)[k]?.content ?? "nothing"}.`)
       ]
     })),
@@ -288,29 +468,59 @@ const longAgentTurns: Array<Turn> = Array.from({ length: 64 }, (_, i) => {
     user: `Step ${i + 1} of the migration: port ${file} to the new Db layer and keep its tests green.`,
     steps: [
       ...call("Read", { path: file }, ok({ file, content }), `Read ${file}.`),
-      ...call("Edit", { path: file }, ok({ file, startLine: 3, newString: 'import { Db } from "../db/layer.js"', applied: true }), "Switch the import."),
+      ...call(
+        "Edit",
+        { path: file },
+        ok({ file, startLine: 3, newString: 'import { Db } from "../db/layer.js"', applied: true }),
+        "Switch the import."
+      ),
       answer(`Ported ${file}: it now imports Db from ../db/layer.js; its tests pass.`)
     ],
-    ...(i % 20 === 19 ? { summary: `## 📌 Archived Session Summary\n*(Contains context from turn 1 to turn ${i - 3})*\n\n### 🎯 Objectives & Status\n* **Original Goal**: port every module to the new Db layer\n* **Current Status**: modules m00-m${String(i - 4).padStart(2, "0")} ported\n` } : {})
+    ...(i % 20 === 19
+      ? {
+          summary: `## 📌 Archived Session Summary\n*(Contains context from turn 1 to turn ${i - 3})*\n\n### 🎯 Objectives & Status\n* **Original Goal**: port every module to the new Db layer\n* **Current Status**: modules m00-m${String(i - 4).padStart(2, "0")} ported\n`
+        }
+      : {})
   }
 })
 add({
-  ...base("long-migration-compacts", "64 turns under a 30k window with keepTurns 4: compaction fires several times, summaries persist as compression__context.", "code-agent"),
+  ...base(
+    "long-migration-compacts",
+    "64 turns under a 30k window with keepTurns 4: compaction fires several times, summaries persist as compression__context.",
+    "code-agent"
+  ),
   settings: { keepTurns: 4, triggerRatio: 0.8, contextWindow: 30_000 },
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw },
   turns: withUsage(longAgentTurns, 30_000, 4)
 })
 add({
-  ...base("long-notebook-compacts", "62 tutoring turns under a 16k window (keepTurns 5): compaction fires at least twice, with the deterministic summary.", "notebook"),
+  ...base(
+    "long-notebook-compacts",
+    "62 tutoring turns under a 16k window (keepTurns 5): compaction fires at least twice, with the deterministic summary.",
+    "notebook"
+  ),
   settings: { keepTurns: 5, contextWindow: 16_000 },
   systemPrompt: tutorPrompt,
-  files: { "session-prompt.md": "This notebook covers introductory quantum mechanics.", "notes.md": "# Notes\n\n## Wave function\nA state vector in Hilbert space.\n\n## Operators\nObservables are Hermitian operators.\n" },
-  manifest: { systemPrompt: [{ type: "global", file: "system-prompt.md" }, { type: "session", file: "session-prompt.md" }] },
+  files: {
+    "session-prompt.md": "This notebook covers introductory quantum mechanics.",
+    "notes.md":
+      "# Notes\n\n## Wave function\nA state vector in Hilbert space.\n\n## Operators\nObservables are Hermitian operators.\n"
+  },
+  manifest: {
+    systemPrompt: [
+      { type: "global", file: "system-prompt.md" },
+      { type: "session", file: "session-prompt.md" }
+    ]
+  },
   turns: withUsage(
     Array.from({ length: 62 }, (_, i) => ({
       user: `Question ${i + 1}: ${["What is a wave function?", "Why must operators be Hermitian?", "How do I normalize psi?", "What does an eigenvalue mean physically?", "Explain the commutator [x, p]."][i % 5]} (variant ${i + 1})`,
-      steps: [answer(`${["A wave function assigns an amplitude to every position.", "Hermitian operators have real eigenvalues, which measurements need.", "Divide by the square root of the integral of |psi|^2.", "It is a value a measurement can return.", "[x, p] = i hbar: position and momentum do not commute."][i % 5]} ${"Let us check this with a short example. ".repeat(20)}`)]
+      steps: [
+        answer(
+          `${["A wave function assigns an amplitude to every position.", "Hermitian operators have real eigenvalues, which measurements need.", "Divide by the square root of the integral of |psi|^2.", "It is a value a measurement can return.", "[x, p] = i hbar: position and momentum do not commute."][i % 5]} ${"Let us check this with a short example. ".repeat(20)}`
+        )
+      ]
     })),
     16_000,
     5
@@ -319,16 +529,30 @@ add({
 
 // 9. many mentions, duplicates, e-mail addresses
 add({
-  ...base("mentions-many", "More than 5 @file mentions with duplicates and e-mail addresses that are not mentions.", "code-agent"),
+  ...base(
+    "mentions-many",
+    "More than 5 @file mentions with duplicates and e-mail addresses that are not mentions.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw, "src/auth.ts": authTs },
   turns: withUsage(
     [
       {
         user: "Review @src/auth.ts @src/users.ts @src/jwt.ts @src/db.ts @src/config.ts @src/server.ts @src/routes.ts and again @src/auth.ts; mail the result to ops@example.com and cc lead@corp.io",
-        steps: [answer("I will review those seven files in order, starting with src/auth.ts; mailing is not something I can do, please forward it to ops@example.com yourself.")]
+        steps: [
+          answer(
+            "I will review those seven files in order, starting with src/auth.ts; mailing is not something I can do, please forward it to ops@example.com yourself."
+          )
+        ]
       },
-      { user: "Start with @src/auth.ts only.", steps: [...call("Read", { path: "src/auth.ts" }, ok({ file: "src/auth.ts", content: authTs }), "Read it."), answer("src/auth.ts: the password check is inverted (line 10).")] }
+      {
+        user: "Start with @src/auth.ts only.",
+        steps: [
+          ...call("Read", { path: "src/auth.ts" }, ok({ file: "src/auth.ts", content: authTs }), "Read it."),
+          answer("src/auth.ts: the password check is inverted (line 10).")
+        ]
+      }
     ],
     200_000,
     10
@@ -337,14 +561,24 @@ add({
 
 // 10. Chinese notebook
 add({
-  ...base("chinese-notebook", "A Chinese tutoring session with profile blocks and a block reference.", "notebook"),
+  ...base(
+    "chinese-notebook",
+    "A Chinese tutoring session with profile blocks and a block reference.",
+    "notebook"
+  ),
   systemPrompt: "你是一位耐心的物理老师。一步一步地解释，并引用笔记。",
-  profile: "# 学习者档案\n\n## 学习目标\n理解量子力学的基本概念，能够解一维薛定谔方程。\n\n## 已有基础\n学过微积分和线性代数，了解经典力学。\n\n## 偏好\n喜欢先看直观图像，再看公式。\n",
-  files: { "ground-truth.md": `# 量子力学笔记\n\n## 波函数\n${chinese[0]}\n\n## 薛定谔方程\n${chinese[1]}\n\n## 不确定性原理\n${chinese[2]}\n` },
+  profile:
+    "# 学习者档案\n\n## 学习目标\n理解量子力学的基本概念，能够解一维薛定谔方程。\n\n## 已有基础\n学过微积分和线性代数，了解经典力学。\n\n## 偏好\n喜欢先看直观图像，再看公式。\n",
+  files: {
+    "ground-truth.md": `# 量子力学笔记\n\n## 波函数\n${chinese[0]}\n\n## 薛定谔方程\n${chinese[1]}\n\n## 不确定性原理\n${chinese[2]}\n`
+  },
   manifest: { profileBlocks: ["学习目标", "已有基础"] },
   turns: withUsage(
     chinese.map((line, i) => ({
-      user: i === 0 ? "请用 [ground-truth.md#量子力学笔记/薛定谔方程] 解释一下薛定谔方程。" : `继续：${line.slice(0, 12)}……这是什么意思？`,
+      user:
+        i === 0
+          ? "请用 [ground-truth.md#量子力学笔记/薛定谔方程] 解释一下薛定谔方程。"
+          : `继续：${line.slice(0, 12)}……这是什么意思？`,
       steps: [answer(`好的。${line}我们用一个例子来说明：${"想象一个被关在盒子里的粒子。".repeat(3)}`)]
     })),
     200_000,
@@ -354,17 +588,75 @@ add({
 
 // 11. dismissals and pins
 add({
-  ...base("dismiss-and-pin", "The model dismisses a long tool result, the user excludes one and pins a turn; compaction keeps the pinned turn.", "code-agent"),
+  ...base(
+    "dismiss-and-pin",
+    "The model dismisses a long tool result, the user excludes one and pins a turn; compaction keeps the pinned turn.",
+    "code-agent"
+  ),
   settings: { keepTurns: 2, contextWindow: 6_000 },
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw },
   turns: withUsage(
     [
-      { user: "Read the payments module and the config.", steps: [...call("Read", { path: "src/payments/index.ts" }, ok({ file: "src/payments/index.ts", content: tsModule("src/payments/index.ts", 200) }), "Read the module."), ...call("Read", { path: "config/app.json" }, ok({ file: "config/app.json", content: '{ "currency": "EUR", "captureDelayHours": 24 }' }), "Read the config."), answer("Payments capture after 24 hours, in EUR.")] },
-      { user: "Remember: captures are always in EUR. This is important.", steps: [answer("Noted: all captures are in EUR.")] },
-      { user: "Now look at the ledger.", actions: [{ type: "dismiss", callId: "call_PLACEHOLDER_1", summary: "payments/index.ts: 24 loaders, nothing about currency" }, { type: "pin", turn: 2 }], steps: [...call("Read", { path: "src/ledger.ts" }, ok({ file: "src/ledger.ts", content: tsModule("src/ledger.ts", 120) }), "Read the ledger."), answer("The ledger books every capture as one row per currency.")] },
-      { user: "Drop the config read from your memory, it is outdated.", actions: [{ type: "exclude", callId: "call_PLACEHOLDER_2", reason: "outdated config" }], steps: [answer("Done; I will not rely on that config.")] },
-      ...Array.from({ length: 8 }, (_, i) => ({ user: `Check ledger rule ${i + 1}.`, steps: [...call("Grep", { pattern: `rule${i + 1}` }, ok({ pattern: `rule${i + 1}`, matches: grepMatches(8) }), "Search."), answer(`Rule ${i + 1} holds. ${"The rows balance. ".repeat(30)}`)] }))
+      {
+        user: "Read the payments module and the config.",
+        steps: [
+          ...call(
+            "Read",
+            { path: "src/payments/index.ts" },
+            ok({ file: "src/payments/index.ts", content: tsModule("src/payments/index.ts", 200) }),
+            "Read the module."
+          ),
+          ...call(
+            "Read",
+            { path: "config/app.json" },
+            ok({ file: "config/app.json", content: '{ "currency": "EUR", "captureDelayHours": 24 }' }),
+            "Read the config."
+          ),
+          answer("Payments capture after 24 hours, in EUR.")
+        ]
+      },
+      {
+        user: "Remember: captures are always in EUR. This is important.",
+        steps: [answer("Noted: all captures are in EUR.")]
+      },
+      {
+        user: "Now look at the ledger.",
+        actions: [
+          {
+            type: "dismiss",
+            callId: "call_PLACEHOLDER_1",
+            summary: "payments/index.ts: 24 loaders, nothing about currency"
+          },
+          { type: "pin", turn: 2 }
+        ],
+        steps: [
+          ...call(
+            "Read",
+            { path: "src/ledger.ts" },
+            ok({ file: "src/ledger.ts", content: tsModule("src/ledger.ts", 120) }),
+            "Read the ledger."
+          ),
+          answer("The ledger books every capture as one row per currency.")
+        ]
+      },
+      {
+        user: "Drop the config read from your memory, it is outdated.",
+        actions: [{ type: "exclude", callId: "call_PLACEHOLDER_2", reason: "outdated config" }],
+        steps: [answer("Done; I will not rely on that config.")]
+      },
+      ...Array.from({ length: 8 }, (_, i) => ({
+        user: `Check ledger rule ${i + 1}.`,
+        steps: [
+          ...call(
+            "Grep",
+            { pattern: `rule${i + 1}` },
+            ok({ pattern: `rule${i + 1}`, matches: grepMatches(8) }),
+            "Search."
+          ),
+          answer(`Rule ${i + 1} holds. ${"The rows balance. ".repeat(30)}`)
+        ]
+      }))
     ],
     6_000,
     2
@@ -373,28 +665,66 @@ add({
 // Resolve the placeholders to the real call ids of turn 1.
 {
   const s = sessions.at(-1)!
-  const ids = (s.turns[0]!.steps.filter((x) => x.type === "tool_call") as Array<{ id: string }>).map((x) => x.id)
+  const ids = (s.turns[0]!.steps.filter((x) => x.type === "tool_call") as Array<{ id: string }>).map(
+    (x) => x.id
+  )
   const text = JSON.stringify(s).replace("call_PLACEHOLDER_1", ids[0]!).replace("call_PLACEHOLDER_2", ids[1]!)
   sessions[sessions.length - 1] = JSON.parse(text)
 }
 
 // 12. crash in the middle of a turn, and the retry
 add({
-  ...base("crash-and-retry", "The process dies after a tool call in the middle of a turn; the client retries with the same idempotency key.", "code-agent"),
+  ...base(
+    "crash-and-retry",
+    "The process dies after a tool call in the middle of a turn; the client retries with the same idempotency key.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw, "src/auth.ts": authTs },
   turns: withUsage(
     [
-      { user: "Read src/auth.ts and explain isExpired.", inputKey: "req-1", steps: [...call("Read", { path: "src/auth.ts" }, ok({ file: "src/auth.ts", content: authTs }), "Read it."), answer("`isExpired` compares the session's expiry with now.")] },
+      {
+        user: "Read src/auth.ts and explain isExpired.",
+        inputKey: "req-1",
+        steps: [
+          ...call("Read", { path: "src/auth.ts" }, ok({ file: "src/auth.ts", content: authTs }), "Read it."),
+          answer("`isExpired` compares the session's expiry with now.")
+        ]
+      },
       {
         user: "Now run the auth tests and fix what fails.",
         inputKey: "req-2",
         crash: { afterStep: 1 },
         steps: [
           { type: "assistant", text: "Thought: run the tests.\nAction: Bash[pnpm test test/auth.test.ts]" },
-          { type: "tool_call", id: "call_crash_1", name: "Bash", input: { command: "pnpm test test/auth.test.ts" } },
-          { type: "tool_result", callId: "call_crash_1", name: "Bash", result: ok({ command: "pnpm test test/auth.test.ts", exitCode: 0, stdout: "Tests 4 passed", stderr: "" }) },
-          ...call("Bash", { command: "pnpm test test/auth.test.ts" }, ok({ command: "pnpm test test/auth.test.ts", exitCode: 0, stdout: " ✓ test/auth.test.ts (4 tests)\n      Tests  4 passed (4)\n", stderr: "" }), "The last run was interrupted; run the tests again."),
+          {
+            type: "tool_call",
+            id: "call_crash_1",
+            name: "Bash",
+            input: { command: "pnpm test test/auth.test.ts" }
+          },
+          {
+            type: "tool_result",
+            callId: "call_crash_1",
+            name: "Bash",
+            result: ok({
+              command: "pnpm test test/auth.test.ts",
+              exitCode: 0,
+              stdout: "Tests 4 passed",
+              stderr: ""
+            })
+          },
+          ...call(
+            "Bash",
+            { command: "pnpm test test/auth.test.ts" },
+            ok({
+              command: "pnpm test test/auth.test.ts",
+              exitCode: 0,
+              stdout: " ✓ test/auth.test.ts (4 tests)\n      Tests  4 passed (4)\n",
+              stderr: ""
+            }),
+            "The last run was interrupted; run the tests again."
+          ),
           answer("All 4 auth tests pass; nothing to fix.")
         ]
       },
@@ -407,15 +737,59 @@ add({
 
 // 13. restore from a checkpoint
 add({
-  ...base("restore-checkpoint", "After turn 3 the user restores the session to the checkpoint after turn 1 and asks again differently.", "code-agent"),
+  ...base(
+    "restore-checkpoint",
+    "After turn 3 the user restores the session to the checkpoint after turn 1 and asks again differently.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw, "src/auth.ts": authTs },
   turns: withUsage(
     [
-      { user: "Read src/auth.ts.", steps: [...call("Read", { path: "src/auth.ts" }, ok({ file: "src/auth.ts", content: authTs }), "Read it."), answer("Read; login and isExpired are there.")] },
-      { user: "Rewrite login to use sessions in Redis.", steps: [...call("Write", { path: "src/auth.ts" }, ok({ file: "src/auth.ts", overwritten: true, content: authTs.replace("Date.now()", "await redis.time()") }), "Rewrite."), answer("Rewrote login around Redis.")] },
-      { user: "Hmm, that broke the build.", steps: [answer("Yes: redis is not a dependency. We should go back.")] },
-      { user: "Let's go back: only fix the inverted password check instead.", restore: { toTurn: 1 }, steps: [...call("Edit", { path: "src/auth.ts", oldString: "if (ok)", newString: "if (!ok)" }, ok({ file: "src/auth.ts", startLine: 10, newString: "  if (!ok) throw new Error(\"wrong password\")" }), "Fix the check."), answer("Fixed the check only.")] }
+      {
+        user: "Read src/auth.ts.",
+        steps: [
+          ...call("Read", { path: "src/auth.ts" }, ok({ file: "src/auth.ts", content: authTs }), "Read it."),
+          answer("Read; login and isExpired are there.")
+        ]
+      },
+      {
+        user: "Rewrite login to use sessions in Redis.",
+        steps: [
+          ...call(
+            "Write",
+            { path: "src/auth.ts" },
+            ok({
+              file: "src/auth.ts",
+              overwritten: true,
+              content: authTs.replace("Date.now()", "await redis.time()")
+            }),
+            "Rewrite."
+          ),
+          answer("Rewrote login around Redis.")
+        ]
+      },
+      {
+        user: "Hmm, that broke the build.",
+        steps: [answer("Yes: redis is not a dependency. We should go back.")]
+      },
+      {
+        user: "Let's go back: only fix the inverted password check instead.",
+        restore: { toTurn: 1 },
+        steps: [
+          ...call(
+            "Edit",
+            { path: "src/auth.ts", oldString: "if (ok)", newString: "if (!ok)" },
+            ok({
+              file: "src/auth.ts",
+              startLine: 10,
+              newString: '  if (!ok) throw new Error("wrong password")'
+            }),
+            "Fix the check."
+          ),
+          answer("Fixed the check only.")
+        ]
+      }
     ],
     200_000,
     10
@@ -424,31 +798,65 @@ add({
 
 // 14. map-reduce worker; 15. sharing disabled
 const knowledge = {
-  "docs/pricing.md": "# Pricing\n\n## Plans\nFree, Team (12 EUR per seat), Enterprise (contact sales).\n\n## Discounts\nAnnual billing saves 20%.\n",
-  "docs/refunds.md": "# Refunds\n\n## Window\nRefunds within 30 days of capture.\n\n## Limits\nNever above the captured amount minus earlier refunds.\n"
+  "docs/pricing.md":
+    "# Pricing\n\n## Plans\nFree, Team (12 EUR per seat), Enterprise (contact sales).\n\n## Discounts\nAnnual billing saves 20%.\n",
+  "docs/refunds.md":
+    "# Refunds\n\n## Window\nRefunds within 30 days of capture.\n\n## Limits\nNever above the captured amount minus earlier refunds.\n"
 }
 add({
-  ...base("map-reduce-worker", "A map-reduce worker: no history and no shared contexts, only its chunk (the query) and the system prompt.", "layered"),
+  ...base(
+    "map-reduce-worker",
+    "A map-reduce worker: no history and no shared contexts, only its chunk (the query) and the system prompt.",
+    "layered"
+  ),
   systemPrompt: "You summarize one chunk of a support ticket export. Output three bullet points.",
   files: knowledge,
-  contexts: { "framework__context": "Tickets are JSON lines with id, subject, body.", "experience__context": "Earlier runs: keep bullet points under 20 words." },
+  contexts: {
+    framework__context: "Tickets are JSON lines with id, subject, body.",
+    experience__context: "Earlier runs: keep bullet points under 20 words."
+  },
   manifest: { knowledge: [{ path: "docs/*.md" }], process: { role: "map-worker" } },
   turns: withUsage(
-    [1, 2, 3].map((k) => ({ user: `Chunk ${k}/3: {"id": ${k * 101}, "subject": "refund not received", "body": "I asked for a refund ${k * 3} days ago..."}`, steps: [answer(`- Ticket ${k * 101}: refund pending ${k * 3} days\n- Customer asked once\n- Within the 30-day window`)] })),
+    [1, 2, 3].map((k) => ({
+      user: `Chunk ${k}/3: {"id": ${k * 101}, "subject": "refund not received", "body": "I asked for a refund ${k * 3} days ago..."}`,
+      steps: [
+        answer(
+          `- Ticket ${k * 101}: refund pending ${k * 3} days\n- Customer asked once\n- Within the 30-day window`
+        )
+      ]
+    })),
     200_000,
     10
   )
 })
 add({
-  ...base("sharing-disabled", "enableShareContext false with knowledge kept: shared contexts stay out, knowledge goes in.", "layered"),
+  ...base(
+    "sharing-disabled",
+    "enableShareContext false with knowledge kept: shared contexts stay out, knowledge goes in.",
+    "layered"
+  ),
   systemPrompt: "You answer billing questions from the knowledge base only.",
   files: knowledge,
-  contexts: { "framework__context": "Answer in two sentences.", "experience__context": "Users often confuse refunds and chargebacks." },
-  manifest: { knowledge: [{ path: "docs/*.md" }], process: { role: "agent", enableShareContext: false, knowledge: true } },
+  contexts: {
+    framework__context: "Answer in two sentences.",
+    experience__context: "Users often confuse refunds and chargebacks."
+  },
+  manifest: {
+    knowledge: [{ path: "docs/*.md" }],
+    process: { role: "agent", enableShareContext: false, knowledge: true }
+  },
   turns: withUsage(
     [
-      { user: "Can I get a refund after 40 days?", steps: [answer("No: refunds are possible within 30 days of capture.")] },
-      { user: "And how much does Team cost per year?", steps: [answer("12 EUR per seat per month, 20% less with annual billing: 115.20 EUR per seat per year.")] }
+      {
+        user: "Can I get a refund after 40 days?",
+        steps: [answer("No: refunds are possible within 30 days of capture.")]
+      },
+      {
+        user: "And how much does Team cost per year?",
+        steps: [
+          answer("12 EUR per seat per month, 20% less with annual billing: 115.20 EUR per seat per year.")
+        ]
+      }
     ],
     200_000,
     10
@@ -457,22 +865,54 @@ add({
 
 // 16. tree context (seed 004)
 add({
-  ...base("tree-context", "A notebook node with its ancestors, dependencies and children from a tree file.", "notebook"),
+  ...base(
+    "tree-context",
+    "A notebook node with its ancestors, dependencies and children from a tree file.",
+    "notebook"
+  ),
   systemPrompt: tutorPrompt,
   files: {
-    "tree.json": JSON.stringify({ nodes: [
-      { id: "qm", title: "Quantum mechanics", content: "The course root." },
-      { id: "wave", title: "Wave functions", parent: "qm", content: "States as functions." },
-      { id: "schrodinger", title: "Schrödinger equation", parent: "wave", dependsOn: ["wave"], content: "Time evolution of psi." },
-      { id: "well", title: "Infinite well", parent: "schrodinger", content: "The first solved example." },
-      { id: "tunnel", title: "Tunnelling", parent: "schrodinger", dependsOn: ["well"], content: "Barrier penetration." }
-    ] }, null, 2)
+    "tree.json": JSON.stringify(
+      {
+        nodes: [
+          { id: "qm", title: "Quantum mechanics", content: "The course root." },
+          { id: "wave", title: "Wave functions", parent: "qm", content: "States as functions." },
+          {
+            id: "schrodinger",
+            title: "Schrödinger equation",
+            parent: "wave",
+            dependsOn: ["wave"],
+            content: "Time evolution of psi."
+          },
+          { id: "well", title: "Infinite well", parent: "schrodinger", content: "The first solved example." },
+          {
+            id: "tunnel",
+            title: "Tunnelling",
+            parent: "schrodinger",
+            dependsOn: ["well"],
+            content: "Barrier penetration."
+          }
+        ]
+      },
+      null,
+      2
+    )
   },
   manifest: { tree: { file: "tree.json", node: "schrodinger" } },
   turns: withUsage(
     [
-      { user: "Explain the Schrödinger equation in the context of this course.", steps: [answer("It governs how psi evolves; we met psi in Wave functions, and the Infinite well and Tunnelling apply it.")] },
-      { user: "What should I study next?", steps: [answer("The Infinite well: it is the first example solved with this equation.")] }
+      {
+        user: "Explain the Schrödinger equation in the context of this course.",
+        steps: [
+          answer(
+            "It governs how psi evolves; we met psi in Wave functions, and the Infinite well and Tunnelling apply it."
+          )
+        ]
+      },
+      {
+        user: "What should I study next?",
+        steps: [answer("The Infinite well: it is the first example solved with this equation.")]
+      }
     ],
     200_000,
     10
@@ -480,7 +920,8 @@ add({
 })
 
 // 17-19. line, block, inline and explicit references
-const guide = "# Guide\n\n## Setup\n\n### Install\nRun `pnpm install` at the root.\n\n### Configure\nCopy .env.example to .env.\n\n## Usage\nRun `pnpm start`.\n"
+const guide =
+  "# Guide\n\n## Setup\n\n### Install\nRun `pnpm install` at the root.\n\n### Configure\nCopy .env.example to .env.\n\n## Usage\nRun `pnpm start`.\n"
 const lecture = Array.from({ length: 40 }, (_, i) => `Line ${i + 1}: ${chinese[i % 5]}`).join("\n")
 add({
   ...base("line-references", "Inline line-range references [file:12:30] in the query.", "notebook"),
@@ -488,8 +929,18 @@ add({
   files: { "lecture.md": lecture },
   turns: withUsage(
     [
-      { user: "Explain [lecture.md:12:18] in simpler words.", steps: [answer("Lines 12-18 restate the uncertainty principle and the infinite well: you cannot pin down both position and momentum.")] },
-      { user: "And [lecture.md:1:3]?", steps: [answer("Those introduce the wave function and the Schrödinger equation.")] }
+      {
+        user: "Explain [lecture.md:12:18] in simpler words.",
+        steps: [
+          answer(
+            "Lines 12-18 restate the uncertainty principle and the infinite well: you cannot pin down both position and momentum."
+          )
+        ]
+      },
+      {
+        user: "And [lecture.md:1:3]?",
+        steps: [answer("Those introduce the wave function and the Schrödinger equation.")]
+      }
     ],
     200_000,
     10
@@ -501,7 +952,10 @@ add({
   files: { "guide.md": guide },
   turns: withUsage(
     [
-      { user: "What does [guide.md#Guide/Setup/Install] say?", steps: [answer("Run pnpm install at the repository root.")] },
+      {
+        user: "What does [guide.md#Guide/Setup/Install] say?",
+        steps: [answer("Run pnpm install at the repository root.")]
+      },
       { user: "And [guide.md#Guide/Usage]?", steps: [answer("Start it with pnpm start.")] }
     ],
     200_000,
@@ -509,13 +963,22 @@ add({
   )
 })
 add({
-  ...base("explicit-references", "The manifest's references[] with the first query, then inline ones.", "notebook"),
+  ...base(
+    "explicit-references",
+    "The manifest's references[] with the first query, then inline ones.",
+    "notebook"
+  ),
   systemPrompt: tutorPrompt,
   files: { "guide.md": guide, "lecture.md": lecture },
-  manifest: { references: ["[guide.md#Guide/Setup/Configure]", { path: "lecture.md", startLine: 5, endLine: 6 }] },
+  manifest: {
+    references: ["[guide.md#Guide/Setup/Configure]", { path: "lecture.md", startLine: 5, endLine: 6 }]
+  },
   turns: withUsage(
     [
-      { user: "Walk me through the configuration step.", steps: [answer("Copy .env.example to .env, then edit the values.")] },
+      {
+        user: "Walk me through the configuration step.",
+        steps: [answer("Copy .env.example to .env, then edit the values.")]
+      },
       { user: "Compare with [lecture.md:7:9].", steps: [answer("Unrelated: those lines are physics notes.")] }
     ],
     200_000,
@@ -525,16 +988,29 @@ add({
 
 // 20. layered knowledge by glob
 add({
-  ...base("layered-knowledge", "The layered policy with framework, experience, knowledge (glob) and todo contexts.", "layered"),
+  ...base(
+    "layered-knowledge",
+    "The layered policy with framework, experience, knowledge (glob) and todo contexts.",
+    "layered"
+  ),
   systemPrompt: "You are the billing assistant of an online shop.",
   files: { ...knowledge, "todo.md": "- [x] answer pricing questions\n- [ ] answer refund questions\n" },
-  contexts: { "framework__context": "Reply in at most three sentences.", "experience__context": "Customers ask about annual discounts most." },
+  contexts: {
+    framework__context: "Reply in at most three sentences.",
+    experience__context: "Customers ask about annual discounts most."
+  },
   manifest: { knowledge: [{ path: "docs/*.md" }], todo: "todo.md" },
   turns: withUsage(
     [
-      { user: "How much is the Team plan?", steps: [answer("12 EUR per seat per month; annual billing saves 20%.")] },
+      {
+        user: "How much is the Team plan?",
+        steps: [answer("12 EUR per seat per month; annual billing saves 20%.")]
+      },
       { user: "What is the refund window?", steps: [answer("30 days from capture.")] },
-      { user: "Can a refund exceed what I paid?", steps: [answer("No: never above the captured amount minus earlier refunds.")] }
+      {
+        user: "Can a refund exceed what I paid?",
+        steps: [answer("No: never above the captured amount minus earlier refunds.")]
+      }
     ],
     200_000,
     10
@@ -543,7 +1019,11 @@ add({
 
 // 21. LS and Glob past their limits
 add({
-  ...base("ls-and-glob", "LS with 60 entries and Glob with 40 matches: history keeps the first 20 and 10.", "code-agent"),
+  ...base(
+    "ls-and-glob",
+    "LS with 60 entries and Glob with 40 matches: history keeps the first 20 and 10.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw },
   turns: withUsage(
@@ -551,8 +1031,26 @@ add({
       {
         user: "What is in src/ and which test files exist?",
         steps: [
-          ...call("LS", { path: "src" }, ok({ path: "src", entries: Array.from({ length: 60 }, (_, i) => (i % 6 === 0 ? { name: `dir${i}`, type: "dir" } : { name: `file${i}.ts`, type: "file" })) }), "List src."),
-          ...call("Glob", { pattern: "test/**/*.test.ts" }, ok({ pattern: "test/**/*.test.ts", matches: Array.from({ length: 40 }, (_, i) => `test/unit/case${i}.test.ts`) }), "Find the tests."),
+          ...call(
+            "LS",
+            { path: "src" },
+            ok({
+              path: "src",
+              entries: Array.from({ length: 60 }, (_, i) =>
+                i % 6 === 0 ? { name: `dir${i}`, type: "dir" } : { name: `file${i}.ts`, type: "file" }
+              )
+            }),
+            "List src."
+          ),
+          ...call(
+            "Glob",
+            { pattern: "test/**/*.test.ts" },
+            ok({
+              pattern: "test/**/*.test.ts",
+              matches: Array.from({ length: 40 }, (_, i) => `test/unit/case${i}.test.ts`)
+            }),
+            "Find the tests."
+          ),
           answer("src has 60 entries (10 directories); there are 40 test files under test/unit.")
         ]
       },
@@ -565,13 +1063,44 @@ add({
 
 // 22. a large Edit
 add({
-  ...base("edit-large", "An Edit whose new text is 120 lines: history keeps a 50-line snippet.", "code-agent"),
+  ...base(
+    "edit-large",
+    "An Edit whose new text is 120 lines: history keeps a 50-line snippet.",
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw },
   turns: withUsage(
     [
-      { user: "Replace the body of src/report.ts with the new report builder.", steps: [...call("Edit", { path: "src/report.ts" }, ok({ file: "src/report.ts", startLine: 1, newString: tsModule("src/report.ts", 120), applied: true }), "Replace it."), answer("Replaced src/report.ts with the new builder (120 lines).")] },
-      { user: "Does it compile?", steps: [...call("Bash", { command: "pnpm tsc --noEmit" }, ok({ command: "pnpm tsc --noEmit", exitCode: 0, stdout: "", stderr: "" }), "Typecheck."), answer("Yes.")] }
+      {
+        user: "Replace the body of src/report.ts with the new report builder.",
+        steps: [
+          ...call(
+            "Edit",
+            { path: "src/report.ts" },
+            ok({
+              file: "src/report.ts",
+              startLine: 1,
+              newString: tsModule("src/report.ts", 120),
+              applied: true
+            }),
+            "Replace it."
+          ),
+          answer("Replaced src/report.ts with the new builder (120 lines).")
+        ]
+      },
+      {
+        user: "Does it compile?",
+        steps: [
+          ...call(
+            "Bash",
+            { command: "pnpm tsc --noEmit" },
+            ok({ command: "pnpm tsc --noEmit", exitCode: 0, stdout: "", stderr: "" }),
+            "Typecheck."
+          ),
+          answer("Yes.")
+        ]
+      }
     ],
     200_000,
     10
@@ -580,13 +1109,52 @@ add({
 
 // 23. Chinese code agent
 add({
-  ...base("chinese-code-agent", "A code-agent session in Chinese: Chinese inputs, comments and an error message.", "code-agent"),
+  ...base(
+    "chinese-code-agent",
+    "A code-agent session in Chinese: Chinese inputs, comments and an error message.",
+    "code-agent"
+  ),
   systemPrompt: "你是一个严谨的编程助手。每一步先思考，再调用一个工具。遵守 CODE_LAW.md。",
-  files: { "CODE_LAW.md": "# 代码规范\n\n- 所有函数必须有注释。\n- 修复缺陷必须附带测试。\n", "src/金额.ts": "// 计算订单金额（含税）\nexport const 含税金额 = (金额: number, 税率: number) => 金额 * (1 + 税率)\n" },
+  files: {
+    "CODE_LAW.md": "# 代码规范\n\n- 所有函数必须有注释。\n- 修复缺陷必须附带测试。\n",
+    "src/金额.ts":
+      "// 计算订单金额（含税）\nexport const 含税金额 = (金额: number, 税率: number) => 金额 * (1 + 税率)\n"
+  },
   turns: withUsage(
     [
-      { user: "请检查 @src/金额.ts 里的含税金额计算是否正确。", steps: [...call("Read", { path: "src/金额.ts" }, ok({ file: "src/金额.ts", content: "// 计算订单金额（含税）\nexport const 含税金额 = (金额: number, 税率: number) => 金额 * (1 + 税率)\n" }), "先读文件。"), answer("计算正确：含税金额 = 金额 ×（1 + 税率）。")] },
-      { user: "运行测试。", steps: [...call("Bash", { command: "pnpm test" }, fail("测试失败：期望 113，实际 112.99999999999999", { command: "pnpm test", exitCode: 1, stdout: "", stderr: "AssertionError: 期望 113，实际 112.99999999999999\n    at test/金额.test.ts:5:3" }), "运行全部测试。"), answer("浮点误差导致测试失败，应当按分计算后再四舍五入。")] }
+      {
+        user: "请检查 @src/金额.ts 里的含税金额计算是否正确。",
+        steps: [
+          ...call(
+            "Read",
+            { path: "src/金额.ts" },
+            ok({
+              file: "src/金额.ts",
+              content:
+                "// 计算订单金额（含税）\nexport const 含税金额 = (金额: number, 税率: number) => 金额 * (1 + 税率)\n"
+            }),
+            "先读文件。"
+          ),
+          answer("计算正确：含税金额 = 金额 ×（1 + 税率）。")
+        ]
+      },
+      {
+        user: "运行测试。",
+        steps: [
+          ...call(
+            "Bash",
+            { command: "pnpm test" },
+            fail("测试失败：期望 113，实际 112.99999999999999", {
+              command: "pnpm test",
+              exitCode: 1,
+              stdout: "",
+              stderr: "AssertionError: 期望 113，实际 112.99999999999999\n    at test/金额.test.ts:5:3"
+            }),
+            "运行全部测试。"
+          ),
+          answer("浮点误差导致测试失败，应当按分计算后再四舍五入。")
+        ]
+      }
     ],
     200_000,
     10
@@ -595,13 +1163,30 @@ add({
 
 // 24. the same input in several turns
 add({
-  ...base("repeated-input", "The user says \"continue\" in several turns: each compile has this turn's input once.", "code-agent"),
+  ...base(
+    "repeated-input",
+    'The user says "continue" in several turns: each compile has this turn\'s input once.',
+    "code-agent"
+  ),
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw },
   turns: withUsage(
     Array.from({ length: 5 }, (_, i) => ({
       user: i === 0 ? "Port the five report modules, one per turn." : "continue",
-      steps: [...call("Edit", { path: `src/reports/r${i}.ts` }, ok({ file: `src/reports/r${i}.ts`, startLine: 1, newString: 'import { Db } from "../db/layer.js"', applied: true }), `Port r${i}.`), answer(`Ported src/reports/r${i}.ts.`)]
+      steps: [
+        ...call(
+          "Edit",
+          { path: `src/reports/r${i}.ts` },
+          ok({
+            file: `src/reports/r${i}.ts`,
+            startLine: 1,
+            newString: 'import { Db } from "../db/layer.js"',
+            applied: true
+          }),
+          `Port r${i}.`
+        ),
+        answer(`Ported src/reports/r${i}.ts.`)
+      ]
     })),
     200_000,
     10
@@ -610,14 +1195,24 @@ add({
 
 // 25. budget wins over keepTurns on a small window
 add({
-  ...base("budget-over-keep-turns", "keepTurns 10 with large turns under a 12k window: compaction keeps as many whole turns as fit and says so.", "code-agent"),
+  ...base(
+    "budget-over-keep-turns",
+    "keepTurns 10 with large turns under a 12k window: compaction keeps as many whole turns as fit and says so.",
+    "code-agent"
+  ),
   settings: { keepTurns: 10, contextWindow: 12_000 },
   systemPrompt: agentPrompt,
   files: { "CODE_LAW.md": codeLaw },
   turns: withUsage(
     Array.from({ length: 14 }, (_, i) => {
       const file = `src/big/part${i}.ts`
-      return { user: `Review ${file} for unchecked errors.`, steps: [...call("Read", { path: file }, ok({ file, content: tsModule(file, 90) }), `Read ${file}.`), answer(`${file}: every query result is checked.`)] }
+      return {
+        user: `Review ${file} for unchecked errors.`,
+        steps: [
+          ...call("Read", { path: file }, ok({ file, content: tsModule(file, 90) }), `Read ${file}.`),
+          answer(`${file}: every query result is checked.`)
+        ]
+      }
     }),
     12_000,
     10
@@ -628,6 +1223,9 @@ add({
 mkdirSync(out, { recursive: true })
 for (const f of readdirSync(out)) if (f.endsWith(".json")) rmSync(join(out, f))
 for (const s of sessions) {
-  writeFileSync(join(out, `${s.id}.json`), `${JSON.stringify({ $schema: "../../packages/replay/session.schema.json", ...s }, null, 2)}\n`)
+  writeFileSync(
+    join(out, `${s.id}.json`),
+    `${JSON.stringify({ $schema: "../../packages/replay/session.schema.json", ...s }, null, 2)}\n`
+  )
 }
 console.log(`wrote ${sessions.length} sessions to ${out}`)

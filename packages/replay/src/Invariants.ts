@@ -8,9 +8,9 @@
  * `check` for one invariant per assertion file, so the gate does not trust the thing it checks.
  */
 import type { Counter } from "@ctxo/budget/Tokenizer"
-import { chatMessagesOf, type CompileResult } from "@ctxo/compiler/Compile"
-import type { PolicyName } from "@ctxo/compiler/Manifest"
+import { type CompileResult, chatMessagesOf } from "@ctxo/compiler/Compile"
 import { EXTRA_CONTEXTS, policies } from "@ctxo/compiler/Composer"
+import type { PolicyName } from "@ctxo/compiler/Manifest"
 import type { Format } from "@ctxo/compiler/Render"
 import type { HistoryDocument, Message } from "@ctxo/history/Message"
 import { textOf } from "@ctxo/history/Message"
@@ -198,7 +198,12 @@ const renderedMessages = (request: unknown, format: Format): Array<RenderedMessa
     const messages = (request as { messages: ReadonlyArray<Record<string, unknown>> }).messages
     return messages.map((m) =>
       m.role === "tool"
-        ? { role: "tool", text: "", calls: [], results: [{ id: String(m.tool_call_id), content: String(m.content) }] }
+        ? {
+            role: "tool",
+            text: "",
+            calls: [],
+            results: [{ id: String(m.tool_call_id), content: String(m.content) }]
+          }
         : {
             role: String(m.role),
             text: typeof m.content === "string" ? m.content : "",
@@ -278,7 +283,9 @@ export const observe = (o: ObserveInput): PointEvidence => {
     }
     position = at
   }
-  const historyMessages: ReadonlyArray<Message> = layers.flatMap((l) => (l._tag === "history" ? l.messages : []))
+  const historyMessages: ReadonlyArray<Message> = layers.flatMap((l) =>
+    l._tag === "history" ? l.messages : []
+  )
   const inputs = historyMessages.filter((m) => m.role === "user" && m.meta.kind === "input")
   const messages = renderedMessages(result.request, format)
   const callNames = new Map<string, string>()
@@ -312,7 +319,8 @@ export const observe = (o: ObserveInput): PointEvidence => {
         excerpt: clip(r.content)
       })
     }
-    if (m.calls.length > 0) sequence.push({ kind: "call", ids: m.calls.map((c) => c.id), excerpt: clip(m.text) })
+    if (m.calls.length > 0)
+      sequence.push({ kind: "call", ids: m.calls.map((c) => c.id), excerpt: clip(m.text) })
     if (m.results.length === 0 && m.calls.length === 0)
       sequence.push({ kind: "message", role: m.role, excerpt: clip(m.text) })
     else if (m.results.length > 0 && m.text.trim() !== "")
@@ -320,7 +328,11 @@ export const observe = (o: ObserveInput): PointEvidence => {
   }
   const userTexts =
     format === "anthropic"
-      ? (result.request as { messages: ReadonlyArray<{ role: string; content: ReadonlyArray<Record<string, unknown>> }> }).messages
+      ? (
+          result.request as {
+            messages: ReadonlyArray<{ role: string; content: ReadonlyArray<Record<string, unknown>> }>
+          }
+        ).messages
           .filter((m) => m.role === "user")
           .flatMap((m) => m.content.filter((b) => b.type === "text").map((b) => String(b.text)))
       : messages.filter((m) => m.role === "user").map((m) => m.text)
@@ -346,7 +358,8 @@ export const observe = (o: ObserveInput): PointEvidence => {
     available: result.report.available,
     window: o.window,
     outputReserve: result.report.outputReserve,
-    systemPromptWhole: o.systemPrompt.trim() === "" || serialized.includes(JSON.stringify(o.systemPrompt.trim()).slice(1, -1)),
+    systemPromptWhole:
+      o.systemPrompt.trim() === "" || serialized.includes(JSON.stringify(o.systemPrompt.trim()).slice(1, -1)),
     inputWhole: input === "" || serialized.includes(JSON.stringify(input).slice(1, -1)),
     identical: serialized === JSON.stringify(o.again.request),
     contextKeys: layers.filter((l) => l._tag === "system" && l.id !== "system_prompt").map((l) => l.id)
@@ -458,9 +471,10 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
         if (item.kind === "call") {
           const answered = new Set<string>()
           let j = i + 1
-          while (j < s.length && s[j]!.kind === "result") answered.add((s[j] as { id: string }).id), j++
+          for (; j < s.length && s[j]!.kind === "result"; j++) answered.add((s[j] as { id: string }).id)
           const missing = item.ids.filter((id) => !answered.has(id))
-          if (missing.length > 0) problems.push(`call ${missing.join(", ")} has no result right after it: ${item.excerpt}`)
+          if (missing.length > 0)
+            problems.push(`call ${missing.join(", ")} has no result right after it: ${item.excerpt}`)
         } else if (item.kind === "result") {
           let j = i - 1
           while (j >= 0 && s[j]!.kind === "result") j--
@@ -492,7 +506,8 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
         if (dropped.length > 0) problems.push(`keeps ${dropped.join(", ")} (history drops them)`)
         const max = limit[toolKey(r.tool)]
         if (max !== undefined && r.size > max) problems.push(`${r.tool} keeps ${r.size} (limit ${max})`)
-        if (toolKey(r.tool) === "bash" && r.stdoutSummary === false) problems.push("Bash keeps its stdout whole")
+        if (toolKey(r.tool) === "bash" && r.stdoutSummary === false)
+          problems.push("Bash keeps its stdout whole")
         if (toolKey(r.tool) === "todowrite" && r.dataFields.some((f) => f !== "recap" && f !== "readBack"))
           problems.push(`TodoWrite keeps ${r.dataFields.join(", ")} (recap only)`)
         if (r.recordedError !== undefined && r.error !== r.recordedError)
@@ -507,9 +522,14 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
     e.compactions.flatMap((c) => {
       const problems: Array<string> = []
       const wanted = Math.min(c.keepTurns, c.liveTurnsBefore)
-      if ((c.status === "compacted" || c.status === "fell-back") && c.keptTurns.length < wanted && !c.reducedForBudget)
+      if (
+        (c.status === "compacted" || c.status === "fell-back") &&
+        c.keptTurns.length < wanted &&
+        !c.reducedForBudget
+      )
         problems.push(`kept ${c.keptTurns.length} whole turns, fewer than ${wanted}, and not for the budget`)
-      if (c.reducedForBudget && c.note === undefined) problems.push("kept fewer turns for the budget without saying so")
+      if (c.reducedForBudget && c.note === undefined)
+        problems.push("kept fewer turns for the budget without saying so")
       if (c.splitTurns.length > 0) problems.push(`cut inside turn ${c.splitTurns.join(", ")}`)
       if (c.summarizedSummary) problems.push("a summary was compressed again")
       for (const s of c.summariesBefore) {
@@ -526,9 +546,13 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
     e.points.flatMap((p) => {
       const problems: Array<string> = []
       if (p.tokens > p.available)
-        problems.push(`${p.tokens} tokens counted with the model's tokenizer, over the ${p.available} available`)
+        problems.push(
+          `${p.tokens} tokens counted with the model's tokenizer, over the ${p.available} available`
+        )
       if (p.available > p.window - p.outputReserve)
-        problems.push(`available ${p.available} exceeds window ${p.window} minus the output reserve ${p.outputReserve}`)
+        problems.push(
+          `available ${p.available} exceeds window ${p.window} minus the output reserve ${p.outputReserve}`
+        )
       if (!p.systemPromptWhole) problems.push("the system prompt is not there whole")
       if (!p.inputWhole) problems.push("the input is not there whole")
       return problems.map((message) => ({ ...at(p), message, excerpt: `layers ${p.layers.join(" > ")}` }))
@@ -546,7 +570,13 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
       const bad = p.contextKeys.filter((k) => !k.endsWith("__context"))
       return bad.length === 0
         ? []
-        : [{ ...at(p), message: `context layer ${bad.join(", ")} does not end in "__context"`, excerpt: p.layers.join(" > ") }]
+        : [
+            {
+              ...at(p),
+              message: `context layer ${bad.join(", ")} does not end in "__context"`,
+              excerpt: p.layers.join(" > ")
+            }
+          ]
     }),
   compiles: (e) =>
     e.failures

@@ -7,8 +7,9 @@
  * The compiler and the compactor are services (`ContextCompiler`, `HistoryCompactor`), so a test
  * can swap in a broken one and see the checks catch it.
  */
-import type { Counter } from "@ctxo/budget/Tokenizer"
+
 import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
+import type { Counter } from "@ctxo/budget/Tokenizer"
 import { Tokenizer } from "@ctxo/budget/Tokenizer"
 import type { CompileError, CompileOptions, CompileResult, CompileState } from "@ctxo/compiler/Compile"
 import { compile } from "@ctxo/compiler/Compile"
@@ -26,7 +27,13 @@ import { endTurn, recordStep, recordToolResult, startTurn } from "@ctxo/history/
 import { deterministicSummary, Summarizer } from "@ctxo/history/Summarizer"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { Context, Effect, Either, Layer } from "effect"
-import type { CompactionEvidence, FailureEvidence, PointEvidence, ReplayEvidence, Where } from "./Invariants.ts"
+import type {
+  CompactionEvidence,
+  FailureEvidence,
+  PointEvidence,
+  ReplayEvidence,
+  Where
+} from "./Invariants.ts"
 import { observe, observeCompaction } from "./Invariants.ts"
 import type { RecordedSession, Step } from "./Session.ts"
 import { InvalidSession } from "./Session.ts"
@@ -100,7 +107,11 @@ export const planSteps = (steps: ReadonlyArray<Step>): Array<Planned> => {
     if (s.type === "assistant") {
       const next = steps[i + 1]
       if (next?.type === "tool_call") {
-        out.push({ kind: "step", text: s.text, call: { callId: next.id, name: next.name, input: next.input } })
+        out.push({
+          kind: "step",
+          text: s.text,
+          call: { callId: next.id, name: next.name, input: next.input }
+        })
         i++
       } else if (i === steps.length - 1) out.push({ kind: "final", text: s.text })
       else out.push({ kind: "step", text: s.text })
@@ -141,7 +152,8 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
     const recordedErrors = new Map<string, string>()
     for (const t of session.turns)
       for (const s of t.steps)
-        if (s.type === "tool_result" && s.result.error !== undefined) recordedErrors.set(s.callId, s.result.error.message)
+        if (s.type === "tool_result" && s.result.error !== undefined)
+          recordedErrors.set(s.callId, s.result.error.message)
 
     // The summary a compaction before the current turn writes; what it was handed.
     let nextSummary: string | undefined
@@ -163,7 +175,8 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
     const run = Effect.gen(function* () {
       const store = yield* HistoryStore
       const load = store.load(sid)
-      const setDoc = (doc: HistoryDocument) => store.modify(sid, () => Effect.succeed([undefined, doc] as const))
+      const setDoc = (doc: HistoryDocument) =>
+        store.modify(sid, () => Effect.succeed([undefined, doc] as const))
       const update = (f: (doc: HistoryDocument) => Either.Either<HistoryDocument, Error>, what: string) =>
         store.modify(sid, (doc) =>
           Either.match(f(doc), {
@@ -241,7 +254,9 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
             action.type === "pin"
               ? doc.messages.find((m) => m.meta.turn === action.turn && m.meta.kind === "input")
               : doc.messages.find(
-                  (m) => m.role === "tool" && m.parts.some((p) => p._tag === "tool-result" && p.callId === action.callId)
+                  (m) =>
+                    m.role === "tool" &&
+                    m.parts.some((p) => p._tag === "tool-result" && p.callId === action.callId)
                 )
           const what = `turns.${index}.actions (${action.type})`
           if (target === undefined)
@@ -268,7 +283,9 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
           model: { id: model.id, contextWindow: window },
           settings: {
             keepTurns,
-            ...(session.settings?.triggerRatio === undefined ? {} : { triggerRatio: session.settings.triggerRatio })
+            ...(session.settings?.triggerRatio === undefined
+              ? {}
+              : { triggerRatio: session.settings.triggerRatio })
           },
           count: counter.count
         })
@@ -288,7 +305,10 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
 
         yield* compileAt(where(0, "input"), turn.user)
         const plan = planSteps(turn.steps)
-        const began = yield* startTurn(sid, { input: turn.user, ...(turn.inputKey ? { inputKey: turn.inputKey } : {}) })
+        const began = yield* startTurn(sid, {
+          input: turn.user,
+          ...(turn.inputKey ? { inputKey: turn.inputKey } : {})
+        })
         let results = 0
         const answered = new Set<string>()
         for (const [k, step] of plan.entries()) {
@@ -299,7 +319,8 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
               ...(turn.inputKey ? { inputKey: turn.inputKey } : {})
             })
             for (const m of (yield* load).messages)
-              for (const p of m.parts) if (p._tag === "tool-result" && m.meta.turn === retried.turn) answered.add(p.callId)
+              for (const p of m.parts)
+                if (p._tag === "tool-result" && m.meta.turn === retried.turn) answered.add(p.callId)
             yield* compileAt(where(results, "retry"), turn.user, retried.turn)
           }
           if (step.kind === "step") {
@@ -311,7 +332,12 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
             const r = step.result!
             // A call the crash interrupted was already answered as interrupted.
             if (answered.has(r.callId)) continue
-            yield* recordToolResult(sid, began.turn, { callId: r.callId, name: r.name }, r.result as RawToolResult)
+            yield* recordToolResult(
+              sid,
+              began.turn,
+              { callId: r.callId, name: r.name },
+              r.result as RawToolResult
+            )
             results++
             yield* compileAt(where(results, "step"), turn.user, began.turn)
           } else {

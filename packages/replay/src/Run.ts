@@ -2,11 +2,12 @@
  * Replaying many sessions for many profiles: loading session files, running replays in parallel,
  * checking every invariant, and the JSON and Markdown reports `ctxo replay` writes.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
+
 import type { ModelRegistry } from "@ctxo/budget/ModelRegistry"
 import type { Tokenizer } from "@ctxo/budget/Tokenizer"
 import type { CompileResult } from "@ctxo/compiler/Compile"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
 import { Effect, Either } from "effect"
 import type { ReplayEvidence, Violation, Where } from "./Invariants.ts"
 import { check, formatViolation, INVARIANT_NUMBER, INVARIANTS } from "./Invariants.ts"
@@ -22,20 +23,25 @@ export const loadSessions = (paths: ReadonlyArray<string>) =>
     const path = yield* Path.Path
     const files: Array<string> = []
     for (const p of paths) {
-      const info = yield* fs.stat(p).pipe(
-        Effect.mapError(() => new InvalidSession({ file: p, reason: "no such file or directory" }))
-      )
+      const info = yield* fs
+        .stat(p)
+        .pipe(Effect.mapError(() => new InvalidSession({ file: p, reason: "no such file or directory" })))
       if (info.type === "Directory") {
-        const entries = (yield* fs.readDirectory(p).pipe(Effect.orDie)).filter((f) => f.endsWith(".json")).sort()
+        const entries = (yield* fs.readDirectory(p).pipe(Effect.orDie))
+          .filter((f) => f.endsWith(".json"))
+          .sort()
         files.push(...entries.map((f) => path.join(p, f)))
       } else files.push(p)
     }
     const sessions: Array<{ readonly file: string; readonly session: RecordedSession }> = []
     for (const file of files) {
-      const text = yield* fs.readFileString(file).pipe(
-        Effect.mapError((e) => new InvalidSession({ file, reason: e.message }))
-      )
-      const session = yield* Either.match(parseSession(text, file), { onLeft: Effect.fail, onRight: Effect.succeed })
+      const text = yield* fs
+        .readFileString(file)
+        .pipe(Effect.mapError((e) => new InvalidSession({ file, reason: e.message })))
+      const session = yield* Either.match(parseSession(text, file), {
+        onLeft: Effect.fail,
+        onRight: Effect.succeed
+      })
       sessions.push({ file, session })
     }
     return sessions
@@ -64,7 +70,9 @@ export interface RunOptions {
 export const runAll = (options: RunOptions) =>
   Effect.gen(function* () {
     const start = performance.now()
-    const jobs = options.sessions.flatMap((session) => options.profiles.map((profile) => ({ session, profile })))
+    const jobs = options.sessions.flatMap((session) =>
+      options.profiles.map((profile) => ({ session, profile }))
+    )
     let done = 0
     const evidence = yield* Effect.forEach(
       jobs,
@@ -110,7 +118,9 @@ export const jsonReport = (r: RunResult) => ({
     model: e.model,
     compiles: e.points.length,
     compactions: e.compactions.length,
-    refusals: e.failures.filter((f) => f.refusal).map((f) => ({ turn: f.turn, step: f.step, message: f.message })),
+    refusals: e.failures
+      .filter((f) => f.refusal)
+      .map((f) => ({ turn: f.turn, step: f.step, message: f.message })),
     violations: r.violations.filter((v) => v.session === e.session && v.model === e.model).length
   })),
   violations: r.violations
@@ -125,7 +135,10 @@ export const markdownReport = (r: RunResult): string => {
     "",
     "| Invariant | Violations |",
     "| --- | ---: |",
-    ...INVARIANTS.map((name) => `| ${INVARIANT_NUMBER[name]} ${name} | ${r.violations.filter((v) => v.invariant === name).length} |`),
+    ...INVARIANTS.map(
+      (name) =>
+        `| ${INVARIANT_NUMBER[name]} ${name} | ${r.violations.filter((v) => v.invariant === name).length} |`
+    ),
     "",
     "| Session | Model | Compiles | Compactions | Refusals | Violations |",
     "| --- | --- | ---: | ---: | ---: | ---: |",
@@ -135,6 +148,12 @@ export const markdownReport = (r: RunResult): string => {
     ),
     ""
   ]
-  if (r.violations.length > 0) lines.push("## Violations", "", ...r.violations.map((v) => `- ${formatViolation(v).replace(/\|/g, "\\|")}`), "")
+  if (r.violations.length > 0)
+    lines.push(
+      "## Violations",
+      "",
+      ...r.violations.map((v) => `- ${formatViolation(v).replace(/\|/g, "\\|")}`),
+      ""
+    )
   return lines.join("\n")
 }

@@ -1,0 +1,4 @@
+// Invariant "keep-turns" of design.md over what the provider measured (see @ctxo/replay/Invariants).
+import { assertInvariant } from "./check.js"
+
+export default (output) => assertInvariant("keep-turns", output)

@@ -1,0 +1,92 @@
+import { readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
+import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either, Layer } from "effect"
+import type { BreakerName } from "../src/Breakers.ts"
+import { breakers, brokenLayer } from "../src/Breakers.ts"
+import { check } from "../src/Invariants.ts"
+import { defaultProfiles, live, replaySession } from "../src/Replay.ts"
+import { parseSession, sessionJsonSchema } from "../src/Session.ts"
+
+const fixture = (id: string) => {
+  const file = fileURLToPath(new URL(`../../../fixtures/sessions/${id}.json`, import.meta.url))
+  return Either.getOrThrow(parseSession(readFileSync(file, "utf8"), file))
+}
+const budget = Layer.merge(ModelRegistry.layer(), Tokenizer.layer())
+const replay = (id: string, profile = defaultProfiles[0]!, layer = live) =>
+  Effect.runPromise(replaySession(fixture(id), profile).pipe(Effect.provide(Layer.merge(layer, budget))))
+
+describe("recorded sessions", () => {
+  it("publishes the JSON Schema it validates with", () => {
+    const published = JSON.parse(
+      readFileSync(fileURLToPath(new URL("../session.schema.json", import.meta.url)), "utf8")
+    )
+    expect(published).toEqual(JSON.parse(JSON.stringify(sessionJsonSchema())))
+  })
+
+  it("names the file and the field of an invalid session", () => {
+    const bad = parseSession(
+      JSON.stringify({ format: "ctxo.session/v1", id: "x", description: "", policy: "fancy" }),
+      "x.json"
+    )
+    expect(Either.isLeft(bad) && bad.left.message).toMatch(/^Invalid session x\.json: policy: /)
+    const extra = parseSession(JSON.stringify({ ...fixture("fix-login-bug"), surprise: 1 }), "y.json")
+    expect(Either.isLeft(extra) && extra.left.message).toContain("surprise")
+  })
+})
+
+describe("replay", () => {
+  it("replays a session turn by turn with no violation, compiling at every input and tool result", async () => {
+    const evidence = await replay("fix-login-bug")
+    expect(check(evidence)).toEqual([])
+    // 2 inputs and 6 tool results.
+    expect(evidence.points.map((p) => `${p.turn}.${p.step}`)).toEqual([
+      "1.0",
+      "1.1",
+      "1.2",
+      "1.3",
+      "1.4",
+      "2.0",
+      "2.1",
+      "2.2"
+    ])
+    const read = evidence.points[1]!.toolResults[0]!
+    expect(read.fields).not.toContain("text")
+  })
+
+  it("compacts a long session several times and keeps every earlier summary", async () => {
+    const evidence = await replay("long-migration-compacts")
+    expect(check(evidence)).toEqual([])
+    expect(evidence.compactions.filter((c) => c.status === "compacted").length).toBeGreaterThanOrEqual(2)
+    const last = evidence.compactions.at(-1)!
+    expect(last.summariesAfter.length).toBeGreaterThanOrEqual(2)
+  })
+
+  it("keeps the input once after a crash and the client's retry", async () => {
+    const evidence = await replay("crash-and-retry")
+    expect(check(evidence)).toEqual([])
+    const retry = evidence.points.find((p) => p.phase === "retry")!
+    expect(retry.historyInputs).toBe(1)
+    expect(retry.renderedInputs).toBe(1)
+  })
+
+  it("refuses, with a clear error, an input that cannot fit an 8k model", async () => {
+    const evidence = await replay("write-300-lines", defaultProfiles.find((p) => p.id === "gpt-4")!)
+    expect(evidence.failures.every((f) => f.refusal && f.tag === "BudgetExceeded")).toBe(true)
+    expect(evidence.failures.length).toBeGreaterThan(0)
+    expect(check(evidence, "compiles")).toEqual([])
+  })
+
+  it.each(Object.keys(breakers) as Array<BreakerName>)(
+    "catches a broken piece (%s) and names the invariant",
+    async (name) => {
+      const session = breakers[name].catches === "keep-turns" ? "long-migration-compacts" : "fix-login-bug"
+      const evidence = await replay(session, defaultProfiles[0]!, brokenLayer(name))
+      const violations = check(evidence)
+      expect(violations.length).toBeGreaterThan(0)
+      expect(violations.map((v) => v.invariant)).toContain(breakers[name].catches)
+    }
+  )
+})
