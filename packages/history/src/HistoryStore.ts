@@ -6,6 +6,8 @@
  * - `layerFile(root)`: `<root>/<sessionId>/messages.json`, written atomically (temporary file,
  *   fsync, rename), and full tool results under `<root>/<sessionId>/tool-results/<callId>.json`.
  */
+
+import { writeFileAtomic } from "@ctxo/store/Atomic"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Context, Effect, Layer, Option, Schema } from "effect"
@@ -83,31 +85,8 @@ export const makeMemory = Effect.gen(function* () {
 
 export const layerMemory: Layer.Layer<HistoryStore> = Layer.effect(HistoryStore, makeMemory)
 
-/**
- * Writes a file so that readers see the old content or the new, never a half-written file: the
- * text goes to a temporary file in the same directory (created if needed), is flushed to disk
- * (fsync), then renamed over the target. The temporary file is removed if anything fails.
- */
-export const writeFileAtomic = Effect.fn("HistoryStore.writeFileAtomic")(function* (
-  file: string,
-  text: string
-) {
-  const fs = yield* FileSystem.FileSystem
-  const path = yield* Path.Path
-  const dir = path.dirname(file)
-  yield* fs.makeDirectory(dir, { recursive: true })
-  const temp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`)
-  yield* Effect.scoped(
-    Effect.gen(function* () {
-      const handle = yield* fs.open(temp, { flag: "w" })
-      yield* handle.writeAll(new TextEncoder().encode(text))
-      yield* handle.sync
-    })
-  ).pipe(
-    Effect.zipRight(fs.rename(temp, file)),
-    Effect.onError(() => fs.remove(temp).pipe(Effect.ignore))
-  )
-})
+/** Atomic writes (temp file, fsync, rename) live in the store package; re-exported for callers. */
+export { writeFileAtomic } from "@ctxo/store/Atomic"
 
 const decodeDocument = Schema.decodeUnknownEither(Schema.parseJson(HistoryDocumentSchema))
 

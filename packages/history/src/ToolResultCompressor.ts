@@ -284,7 +284,11 @@ const rules: Readonly<Record<string, Rule>> = {
   multiedit: edit,
   write,
   bash,
-  todowrite: todoWrite
+  todowrite: todoWrite,
+  // The gateway's shell-like agent tools (read_file and write_file already map to read and write).
+  listfiles: ls,
+  search: grep,
+  readblock: read
 }
 
 /** The rule a tool name gets: Read, read_file and ReadFile all get Read's. */

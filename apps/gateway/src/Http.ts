@@ -1,0 +1,232 @@
+/**
+ * The handlers of the HTTP contract (`@ctxo/api`): each maps its domain errors onto the wire errors
+ * (`{ error: { tag, message, details } }` with 400, 404, 409, 422 or 500) and nothing else.
+ */
+import { Api, type BlockNode, ChatRequest } from "@ctxo/api/Api"
+import { BadRequest, Conflict, NotFound, ServerError, Unprocessable } from "@ctxo/api/ApiErrors"
+import type { Block } from "@ctxo/blocks/Block"
+import { parseJsonBlocks } from "@ctxo/blocks/JsonBlocks"
+import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
+import { compile } from "@ctxo/compiler/Compile"
+import { parseManifest } from "@ctxo/compiler/Manifest"
+import { Store } from "@ctxo/store/Store"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Effect, Either, Layer, Stream } from "effect"
+import { chat, sseFrame } from "./Chat.ts"
+import { GatewayConfig } from "./GatewayConfig.ts"
+import { ModelClient } from "./ModelClient.ts"
+
+const NOT_FOUND = new Set(["SessionNotFound", "FileNotFound"])
+const CONFLICT = new Set(["SessionExists", "VersionConflict"])
+const BAD_REQUEST = new Set(["PathRefused", "InvalidRange", "InvalidSessionId"])
+const UNPROCESSABLE = new Set([
+  "InvalidManifest",
+  "UnresolvedReference",
+  "UnknownModel",
+  "BudgetExceeded",
+  "InvalidContextKey",
+  "DuplicateInput",
+  "InvalidJson"
+])
+
+/** A domain error as a wire error: its tag, message and fields. */
+export const toApiError = (e: { readonly _tag: string; readonly message: string }) => {
+  const { _tag, ...rest } = e as unknown as Record<string, unknown>
+  const fields = { tag: _tag as string, message: e.message, details: rest }
+  if (NOT_FOUND.has(fields.tag)) return new NotFound(fields)
+  if (CONFLICT.has(fields.tag)) return new Conflict(fields)
+  if (BAD_REQUEST.has(fields.tag)) return new BadRequest(fields)
+  if (UNPROCESSABLE.has(fields.tag)) return new Unprocessable(fields)
+  return new ServerError(fields)
+}
+const wire = Effect.mapError(toApiError)
+
+const blockNode = (b: Block): BlockNode => ({
+  id: b.id,
+  heading: b.heading,
+  level: b.level,
+  startLine: b.source.startLine,
+  endLine: b.source.endLine,
+  children: b.children.map(blockNode)
+})
+const blocksOf = (path: string, content: string) =>
+  path.toLowerCase().endsWith(".json")
+    ? Either.match(parseJsonBlocks(content, path), {
+        onLeft: (e) => Effect.fail(toApiError(e)),
+        onRight: (blocks) => Effect.succeed(blocks.map(blockNode))
+      })
+    : Effect.succeed(parseMarkdownBlocks(content, path).map(blockNode))
+
+export const HealthLive = HttpApiBuilder.group(Api, "health", (handlers) =>
+  handlers
+    .handle("healthz", () => Effect.succeed({ status: "ok" as const, version: "0.1.0" }))
+    .handle("readyz", () =>
+      Effect.gen(function* () {
+        const config = yield* GatewayConfig
+        const store = yield* Store
+        const client = yield* ModelClient
+        yield* store.listSessions.pipe(wire)
+        return {
+          status: "ready" as const,
+          dataDir: store.root,
+          model: config.model,
+          upstream: client.upstream
+        }
+      })
+    )
+)
+
+export const SessionsLive = HttpApiBuilder.group(Api, "sessions", (handlers) =>
+  handlers
+    .handle("list", () => Effect.flatMap(Store, (s) => s.listSessions).pipe(wire))
+    .handle("create", ({ payload }) =>
+      Effect.flatMap(Store, (s) =>
+        s.createSession({ concept: payload.concept, ...(payload.id === undefined ? {} : { id: payload.id }) })
+      ).pipe(wire)
+    )
+    .handle("get", ({ path }) => Effect.flatMap(Store, (s) => s.getSession(path.id)).pipe(wire))
+    .handle("delete", ({ path }) => Effect.flatMap(Store, (s) => s.deleteSession(path.id)).pipe(wire))
+)
+
+const ifMatch = (header: string | undefined) => header?.replace(/^W\//, "").replace(/^"|"$/g, "")
+
+export const FilesLive = HttpApiBuilder.group(Api, "files", (handlers) =>
+  handlers
+    .handle("list", ({ path }) => Effect.flatMap(Store, (s) => s.listFiles(path.id)).pipe(wire))
+    .handle("read", ({ path, urlParams }) =>
+      Effect.flatMap(Store, (s) =>
+        s.readFile(path.id, urlParams.path, {
+          ...(urlParams.startLine === undefined ? {} : { startLine: urlParams.startLine }),
+          ...(urlParams.endLine === undefined ? {} : { endLine: urlParams.endLine })
+        })
+      ).pipe(wire)
+    )
+    .handle("write", ({ path, urlParams, payload, headers }) =>
+      Effect.flatMap(Store, (s) => {
+        const version = ifMatch(headers["if-match"])
+        return s.writeFile(path.id, urlParams.path, payload.content, {
+          ...(version === undefined ? {} : { ifMatch: version }),
+          ...(payload.startLine === undefined ? {} : { startLine: payload.startLine }),
+          ...(payload.endLine === undefined ? {} : { endLine: payload.endLine })
+        })
+      }).pipe(wire)
+    )
+    .handle("delete", ({ path, urlParams, headers }) =>
+      Effect.flatMap(Store, (s) => s.deleteFile(path.id, urlParams.path, ifMatch(headers["if-match"]))).pipe(
+        wire
+      )
+    )
+)
+
+export const BlocksLive = HttpApiBuilder.group(Api, "blocks", (handlers) =>
+  handlers
+    .handle("profile", () =>
+      Effect.flatMap(Store, (s) => s.readFile(undefined, "profile.md")).pipe(
+        wire,
+        Effect.flatMap((f) => blocksOf(f.path, f.content))
+      )
+    )
+    .handle("file", ({ path, urlParams }) =>
+      Effect.flatMap(Store, (s) => s.readFile(path.id, urlParams.path)).pipe(
+        wire,
+        Effect.flatMap((f) => blocksOf(f.path, f.content))
+      )
+    )
+)
+
+export const ContextLive = HttpApiBuilder.group(Api, "context", (handlers) =>
+  handlers
+    .handle("getConfig", ({ path }) =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const file = yield* store.readFile(path.id, "context-config.json").pipe(
+          Effect.catchTag("FileNotFound", () => Effect.succeed(undefined)),
+          wire
+        )
+        return file === undefined ? {} : (JSON.parse(file.content) as unknown)
+      })
+    )
+    .handle("putConfig", ({ path, payload, headers }) =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const text = `${JSON.stringify(payload, null, 2)}\n`
+        yield* Either.match(parseManifest(text, `${path.id}/context-config.json`), {
+          onLeft: (e) => Effect.fail(toApiError(e)),
+          onRight: () => Effect.void
+        })
+        const version = ifMatch(headers["if-match"])
+        return yield* store
+          .writeFile(path.id, "context-config.json", text, version === undefined ? {} : { ifMatch: version })
+          .pipe(wire)
+      })
+    )
+    .handle("preview", ({ path, urlParams }) =>
+      Effect.gen(function* () {
+        const store = yield* Store
+        const config = yield* GatewayConfig
+        yield* store.getSession(path.id).pipe(wire)
+        const result = yield* compile({
+          sessionId: path.id,
+          ...(urlParams.query === undefined ? {} : { query: urlParams.query }),
+          ...(urlParams.format === undefined ? {} : { format: urlParams.format }),
+          ...(urlParams.model === undefined ? {} : { model: urlParams.model })
+        }).pipe(
+          // The session's manifest names its model; the gateway's default is for those that do not.
+          Effect.catchTag("UnknownModel", (e) => Effect.fail(e)),
+          wire
+        )
+        void config
+        return {
+          model: result.model,
+          format: result.format,
+          request: result.request,
+          report: result.report,
+          layers: result.layers,
+          prefix: result.prefix,
+          warnings: result.warnings
+        }
+      })
+    )
+)
+
+export const ChatLive = HttpApiBuilder.group(Api, "chat", (handlers) =>
+  handlers.handleRaw("chat", ({ path }) =>
+    Effect.gen(function* () {
+      const payload = yield* HttpServerRequest.schemaBodyJson(ChatRequest).pipe(
+        Effect.mapError(
+          (e) =>
+            new BadRequest({
+              tag: e._tag === "ParseError" ? "InvalidRequest" : "InvalidJson",
+              message: e._tag === "ParseError" ? e.message : `The body is not JSON: ${e.message}`
+            })
+        )
+      )
+      const store = yield* Store
+      yield* store.getSession(path.id).pipe(wire)
+      const context =
+        yield* Effect.context<
+          Effect.Effect.Context<
+            ReturnType<typeof chat> extends Stream.Stream<infer _A, infer _E, infer R>
+              ? Effect.Effect<void, never, R>
+              : never
+          >
+        >()
+      const events = chat({
+        sessionId: path.id,
+        message: payload.message,
+        ...(payload.model === undefined ? {} : { model: payload.model }),
+        ...(payload.idempotencyKey === undefined ? {} : { idempotencyKey: payload.idempotencyKey })
+      }).pipe(Stream.map(sseFrame), Stream.encodeText, Stream.provideContext(context))
+      return HttpServerResponse.stream(events, {
+        contentType: "text/event-stream",
+        headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+      })
+    })
+  )
+)
+
+export const ApiLive = HttpApiBuilder.api(Api).pipe(
+  Layer.provide([HealthLive, SessionsLive, FilesLive, BlocksLive, ContextLive, ChatLive])
+)

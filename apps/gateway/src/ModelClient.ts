@@ -1,0 +1,163 @@
+/**
+ * The upstream model through the official openai SDK against any OpenAI-compatible base URL. With
+ * no API key configured, the gateway starts the local fake upstream (`FakeUpstream`) and talks to
+ * it the same way. `complete` streams one chat completion as events: text deltas, then the tool
+ * calls and the usage when the stream ends.
+ */
+
+import { Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
+import OpenAI from "openai"
+import { startFakeUpstream } from "./FakeUpstream.ts"
+import { GatewayConfig } from "./GatewayConfig.ts"
+
+export class UpstreamError extends Schema.TaggedError<UpstreamError>("@ctxo/gateway/UpstreamError")(
+  "UpstreamError",
+  {
+    status: Schema.optional(Schema.Number),
+    code: Schema.optional(Schema.String),
+    reason: Schema.String
+  }
+) {
+  override get message() {
+    return `Upstream model failed${this.status === undefined ? "" : ` (${this.status})`}: ${this.reason}`
+  }
+}
+
+export type CompletionEvent =
+  | { readonly _tag: "TextDelta"; readonly text: string }
+  | {
+      readonly _tag: "Done"
+      readonly text: string
+      readonly toolCalls: ReadonlyArray<{
+        readonly id: string
+        readonly name: string
+        readonly arguments: string
+      }>
+      readonly usage?: { readonly inputTokens: number; readonly outputTokens: number }
+    }
+
+export interface CompletionRequest {
+  readonly model: string
+  readonly messages: ReadonlyArray<Record<string, unknown>>
+  readonly tools?: ReadonlyArray<Record<string, unknown>>
+}
+
+export interface Service {
+  /** Where requests go (for /readyz and logs). */
+  readonly upstream: string
+  readonly complete: (request: CompletionRequest) => Stream.Stream<CompletionEvent, UpstreamError>
+}
+
+export class ModelClient extends Context.Tag("@ctxo/gateway/ModelClient")<ModelClient, Service>() {}
+
+const toUpstreamError = (e: unknown) =>
+  e instanceof OpenAI.APIError
+    ? new UpstreamError({
+        ...(e.status === undefined ? {} : { status: e.status }),
+        ...(typeof e.code === "string" ? { code: e.code } : {}),
+        reason: e.message
+      })
+    : new UpstreamError({ reason: e instanceof Error ? e.message : String(e) })
+
+export const make = (client: OpenAI, upstream: string, timeoutMs: number): Service => ({
+  upstream,
+  complete: (request) =>
+    Stream.unwrapScoped(
+      Effect.gen(function* () {
+        const controller = yield* Effect.acquireRelease(
+          Effect.sync(() => new AbortController()),
+          (c) => Effect.sync(() => c.abort())
+        )
+        const stream = yield* Effect.tryPromise({
+          try: () =>
+            client.chat.completions.create(
+              {
+                model: request.model,
+                messages: request.messages as never,
+                ...(request.tools === undefined || request.tools.length === 0
+                  ? {}
+                  : { tools: request.tools as never }),
+                stream: true,
+                stream_options: { include_usage: true }
+              },
+              { signal: controller.signal, timeout: timeoutMs, maxRetries: 0 }
+            ),
+          catch: toUpstreamError
+        })
+        let text = ""
+        const calls = new Map<number, { id: string; name: string; arguments: string }>()
+        let usage: { inputTokens: number; outputTokens: number } | undefined
+        const deltas = Stream.fromAsyncIterable(stream, toUpstreamError).pipe(
+          Stream.timeoutFail(
+            () => new UpstreamError({ reason: `no data for ${timeoutMs} ms` }),
+            `${timeoutMs} millis`
+          ),
+          Stream.mapConcat(
+            (chunk: OpenAI.Chat.Completions.ChatCompletionChunk): ReadonlyArray<CompletionEvent> => {
+              if (chunk.usage)
+                usage = {
+                  inputTokens: chunk.usage.prompt_tokens,
+                  outputTokens: chunk.usage.completion_tokens
+                }
+              const delta = chunk.choices[0]?.delta
+              if (delta === undefined) return []
+              for (const call of delta.tool_calls ?? []) {
+                const current = calls.get(call.index) ?? { id: "", name: "", arguments: "" }
+                calls.set(call.index, {
+                  id: call.id ?? current.id,
+                  name: current.name + (call.function?.name ?? ""),
+                  arguments: current.arguments + (call.function?.arguments ?? "")
+                })
+              }
+              if (typeof delta.content === "string" && delta.content !== "") {
+                text += delta.content
+                return [{ _tag: "TextDelta", text: delta.content }]
+              }
+              return []
+            }
+          )
+        )
+        return Stream.concat<CompletionEvent, UpstreamError, never, CompletionEvent, never, never>(
+          deltas,
+          Stream.suspend(() => {
+            const done: CompletionEvent = {
+              _tag: "Done",
+              text,
+              toolCalls: [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c),
+              ...(usage === undefined ? {} : { usage })
+            }
+            return Stream.succeed(done)
+          })
+        )
+      })
+    )
+})
+
+/** The configured upstream, or the local fake one (started and stopped with the layer) without a key. */
+export const layer: Layer.Layer<ModelClient, never, GatewayConfig> = Layer.scoped(
+  ModelClient,
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    if (Option.isSome(config.upstreamApiKey)) {
+      const baseURL = Option.getOrElse(config.upstreamBaseUrl, () => "https://api.openai.com/v1")
+      const client = new OpenAI({ apiKey: Redacted.value(config.upstreamApiKey.value), baseURL })
+      return make(client, baseURL, config.upstreamTimeoutMs)
+    }
+    if (Option.isSome(config.upstreamBaseUrl)) {
+      const client = new OpenAI({ apiKey: "none", baseURL: config.upstreamBaseUrl.value })
+      return make(client, config.upstreamBaseUrl.value, config.upstreamTimeoutMs)
+    }
+    const fake = yield* Effect.acquireRelease(
+      Effect.promise(() => startFakeUpstream()),
+      (f) => Effect.promise(() => f.close())
+    )
+    yield* Effect.logInfo(
+      `No CTXO_UPSTREAM_API_KEY: answering with the local deterministic model at ${fake.url}`
+    )
+    return make(
+      new OpenAI({ apiKey: "local", baseURL: fake.url }),
+      `local (${fake.url})`,
+      config.upstreamTimeoutMs
+    )
+  })
+)

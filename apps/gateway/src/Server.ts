@@ -1,0 +1,138 @@
+/**
+ * The gateway as layers: the HTTP server on the contract's handlers, with `/openapi.json` and the
+ * interactive docs at `/docs`, over the services it wires (store, history, compiler workspace,
+ * budget, summarizer, model client), all rooted at the configured data directory.
+ *
+ * Every response carries `x-request-id` (the client's, or a new one); errors the framework raises
+ * (an invalid body, an unknown route, a body over the limit) get the same JSON shape as the
+ * handlers' errors: `{ "error": { "tag", "message", "details" } }`.
+ */
+import { createServer } from "node:http"
+import { resolve } from "node:path"
+import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
+import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import * as Workspace from "@ctxo/compiler/Workspace"
+import * as HistoryStore from "@ctxo/history/HistoryStore"
+import * as Summarizer from "@ctxo/history/Summarizer"
+import * as Store from "@ctxo/store/Store"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApiScalar from "@effect/platform/HttpApiScalar"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Effect, Layer, Logger, Option } from "effect"
+import { GatewayConfig } from "./GatewayConfig.ts"
+import { ApiLive } from "./Http.ts"
+import * as ModelClient from "./ModelClient.ts"
+
+let requestCounter = 0
+const newRequestId = () => `req-${Date.now().toString(36)}-${(requestCounter++).toString(36)}`
+
+const errorBody = (tag: string, message: string, details?: unknown) =>
+  HttpServerResponse.unsafeJson({ error: { tag, message, ...(details === undefined ? {} : { details }) } })
+
+/** Framework errors in the gateway's error shape (handler errors already have it). */
+const normalizeError = (
+  response: HttpServerResponse.HttpServerResponse,
+  request: HttpServerRequest.HttpServerRequest
+) => {
+  if (response.status < 400) return response
+  const body = response.body
+  if (body._tag === "Empty") {
+    const [tag, message] =
+      response.status === 404
+        ? ["RouteNotFound", `No route ${request.method} ${request.url}`]
+        : response.status === 400
+          ? ["InvalidRequest", "The request body is not valid JSON"]
+          : ["HttpError", `HTTP ${response.status}`]
+    return errorBody(tag, message).pipe(
+      HttpServerResponse.setStatus(response.status),
+      HttpServerResponse.setHeaders(response.headers)
+    )
+  }
+  if (body._tag !== "Uint8Array") return response
+  let parsed: Record<string, unknown>
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(body.body)) as Record<string, unknown>
+  } catch {
+    return response
+  }
+  if ("error" in parsed || typeof parsed._tag !== "string") return response
+  const { _tag, message, ...details } = parsed
+  const tag = _tag === "HttpApiDecodeError" ? "InvalidRequest" : _tag
+  return errorBody(tag, typeof message === "string" ? message : String(_tag), details).pipe(
+    HttpServerResponse.setStatus(response.status),
+    HttpServerResponse.setHeaders(response.headers)
+  )
+}
+
+export const middleware =
+  (maxBodyBytes: number) =>
+  <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+    Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const id = request.headers["x-request-id"] ?? newRequestId()
+      // Applied to whatever response goes out, the handlers' and the framework's alike.
+      yield* HttpApp.appendPreResponseHandler((req, response) =>
+        Effect.succeed(normalizeError(response, req).pipe(HttpServerResponse.setHeader("x-request-id", id)))
+      )
+      // A declared length over the limit is refused before the body is read (Node discards the
+      // rest); a chunked body is cut at the limit while it is read.
+      if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes)
+        return errorBody(
+          "PayloadTooLarge",
+          `The body is over the limit of ${maxBodyBytes} bytes (CTXO_MAX_BODY_BYTES)`
+        ).pipe(HttpServerResponse.setStatus(413))
+      return yield* app.pipe(
+        HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(maxBodyBytes))),
+        Effect.annotateLogs("requestId", id)
+      )
+    })
+
+/** The services behind the handlers, rooted at the data directory. */
+export const services = Layer.unwrapEffect(
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    const dataDir = resolve(config.dataDir)
+    const summarizer = Option.isSome(config.upstreamApiKey)
+      ? Summarizer.layerOpenAIConfig
+      : Summarizer.layerDeterministic
+    return Layer.mergeAll(
+      Store.layer(dataDir),
+      HistoryStore.layerFile(dataDir),
+      Workspace.layer(dataDir),
+      ModelRegistry.layerConfig([]),
+      Tokenizer.layer(),
+      summarizer,
+      ModelClient.layer
+    ).pipe(Layer.provide(NodeContext.layer))
+  })
+).pipe(Layer.orDie)
+
+/** The HTTP app (routes, docs, OpenAPI) over the services; no server yet (tests add one). */
+export const app = Layer.unwrapEffect(
+  Effect.map(GatewayConfig, (config) =>
+    HttpApiBuilder.serve(middleware(config.maxBodyBytes)).pipe(
+      Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+      Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+      Layer.provide(ApiLive),
+      Layer.provide(services),
+      HttpServer.withLogAddress
+    )
+  )
+)
+
+/** The gateway listening on HOST:PORT, with the configured logger. */
+export const server = Layer.unwrapEffect(
+  Effect.map(GatewayConfig, (config) =>
+    app.pipe(
+      Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, host: config.host })),
+      Layer.provide(config.logFormat === "json" ? Logger.json : Logger.pretty)
+    )
+  )
+)

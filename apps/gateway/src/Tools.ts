@@ -1,0 +1,242 @@
+/**
+ * The agent's tools (design.md Gateway): shell-like, sandboxed to the session through the store.
+ * Each returns the full observation `{ status, data?, error? }`; history keeps it compressed
+ * (`recordToolResult`), the running step sees it whole.
+ */
+
+import { blockText, getBlockById } from "@ctxo/blocks/Block"
+import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
+import { HistoryStore } from "@ctxo/history/HistoryStore"
+import { dismissMemory } from "@ctxo/history/HistoryView"
+import type { ReadTracker } from "@ctxo/history/ReadTracker"
+import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
+import { Store } from "@ctxo/store/Store"
+import { Effect, Either } from "effect"
+
+const SEARCH_CAP = 200
+
+const fn = (
+  name: string,
+  description: string,
+  properties: Record<string, unknown>,
+  required: Array<string>
+) => ({
+  type: "function",
+  function: {
+    name,
+    description,
+    parameters: { type: "object", properties, required, additionalProperties: false }
+  }
+})
+const str = (description: string) => ({ type: "string", description })
+const int = (description: string) => ({ type: "integer", minimum: 1, description })
+
+/** OpenAI function definitions of the tools. */
+export const toolDefinitions = [
+  fn(
+    "read_file",
+    "Read a file of the session (optionally lines startLine..endLine).",
+    {
+      path: str("Path relative to the session"),
+      startLine: int("First line (1-based)"),
+      endLine: int("Last line")
+    },
+    ["path"]
+  ),
+  fn(
+    "write_file",
+    "Write a file of the session; with startLine/endLine, replace those lines only.",
+    {
+      path: str("Path relative to the session"),
+      content: str("New content"),
+      startLine: int("First line to replace"),
+      endLine: int("Last line to replace")
+    },
+    ["path", "content"]
+  ),
+  fn(
+    "list_files",
+    "List the session's files (under dir when given).",
+    { dir: str("A directory of the session") },
+    []
+  ),
+  fn(
+    "search",
+    `Search the session's files for a regular expression (at most ${SEARCH_CAP} matches).`,
+    { pattern: str("A JavaScript regular expression"), path: str("Only files under this path") },
+    ["pattern"]
+  ),
+  fn(
+    "read_block",
+    "Read one block (a heading and its section) of a Markdown file.",
+    { file: str("Path relative to the session"), blockId: str("Heading path, e.g. Setup/Install") },
+    ["file", "blockId"]
+  ),
+  fn(
+    "dismiss_memory",
+    "Replace an earlier tool result in your memory with a short summary (it stays on file).",
+    { targetMessageId: str("The message id of the tool result"), summary: str("What to remember instead") },
+    ["targetMessageId", "summary"]
+  )
+]
+
+const obj = (value: unknown): Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : {}
+const fail = (message: string, code = "TOOL_ERROR"): RawToolResult => ({
+  status: "error",
+  error: { code, message }
+})
+
+/** Runs one tool call; failures become an error observation the model can read, never a crash. */
+export const runTool = (sessionId: string, name: string, argumentsJson: string, tracker: ReadTracker) =>
+  Effect.gen(function* () {
+    const store = yield* Store
+    let args: Record<string, unknown>
+    try {
+      args = obj(JSON.parse(argumentsJson === "" ? "{}" : argumentsJson))
+    } catch {
+      return fail(`arguments are not JSON: ${argumentsJson.slice(0, 200)}`, "BAD_ARGUMENTS")
+    }
+    const text = (key: string) => (typeof args[key] === "string" ? (args[key] as string) : undefined)
+    const num = (key: string) => (typeof args[key] === "number" ? (args[key] as number) : undefined)
+    const run: Effect.Effect<
+      RawToolResult,
+      { readonly message: string; readonly _tag: string },
+      Store | HistoryStore
+    > = (() => {
+      switch (name) {
+        case "read_file": {
+          const path = text("path") ?? ""
+          const startLine = num("startLine")
+          const endLine = num("endLine")
+          return Effect.map(
+            store.readFile(sessionId, path, {
+              ...(startLine ? { startLine } : {}),
+              ...(endLine ? { endLine } : {})
+            }),
+            (f): RawToolResult => {
+              const note = tracker.observe(f.path, f.modifiedAt)
+              return {
+                status: "success",
+                data: {
+                  file: f.path,
+                  startLine: f.startLine,
+                  totalLines: f.totalLines,
+                  content: f.content,
+                  mtime: f.modifiedAt,
+                  ...(note ? { note } : {})
+                }
+              }
+            }
+          )
+        }
+        case "write_file": {
+          const path = text("path") ?? ""
+          const startLine = num("startLine")
+          const endLine = num("endLine")
+          return Effect.gen(function* () {
+            const existed = yield* store.readFile(sessionId, path).pipe(
+              Effect.as(true),
+              Effect.catchTag("FileNotFound", () => Effect.succeed(false))
+            )
+            const info = yield* store.writeFile(sessionId, path, text("content") ?? "", {
+              ...(startLine ? { startLine } : {}),
+              ...(endLine ? { endLine } : {})
+            })
+            return {
+              status: "success",
+              data: {
+                file: info.path,
+                created: !existed,
+                overwritten: existed,
+                content: text("content") ?? "",
+                version: info.version
+              }
+            } satisfies RawToolResult
+          })
+        }
+        case "list_files": {
+          const dir = (text("dir") ?? "").replace(/^\.?\/?/, "").replace(/\/$/, "")
+          return Effect.map(
+            store.listFiles(sessionId),
+            (files): RawToolResult => ({
+              status: "success",
+              data: {
+                path: dir === "" ? "." : dir,
+                entries: files
+                  .filter((f) => dir === "" || f.path.startsWith(`${dir}/`))
+                  .map((f) => ({ name: f.path, type: "file", size: f.size }))
+              }
+            })
+          )
+        }
+        case "search": {
+          let regex: RegExp
+          try {
+            regex = new RegExp(text("pattern") ?? "", "u")
+          } catch (e) {
+            return Effect.succeed(fail(`bad pattern: ${(e as Error).message}`, "BAD_ARGUMENTS"))
+          }
+          const under = (text("path") ?? "").replace(/\/$/, "")
+          return Effect.gen(function* () {
+            const matches: Array<{ file: string; line: number; text: string }> = []
+            let total = 0
+            for (const f of yield* store.listFiles(sessionId)) {
+              if (under !== "" && f.path !== under && !f.path.startsWith(`${under}/`)) continue
+              if (f.path === "messages.json" || f.path.startsWith("tool-results/")) continue
+              const content = (yield* store.readFile(sessionId, f.path)).content
+              for (const [i, line] of content.split("\n").entries()) {
+                if (!regex.test(line)) continue
+                total++
+                if (matches.length < SEARCH_CAP)
+                  matches.push({ file: f.path, line: i + 1, text: line.slice(0, 300) })
+              }
+            }
+            return {
+              status: "success",
+              data: { pattern: text("pattern"), matches, totalMatches: total, capped: total > SEARCH_CAP }
+            } satisfies RawToolResult
+          })
+        }
+        case "read_block": {
+          const file = text("file") ?? ""
+          const id = text("blockId") ?? ""
+          return Effect.map(store.readFile(sessionId, file), (f): RawToolResult => {
+            const block = getBlockById(parseMarkdownBlocks(f.content, f.path), id)
+            return block === undefined
+              ? fail(`${f.path} has no block ${id}`, "NO_BLOCK")
+              : {
+                  status: "success",
+                  data: {
+                    file: f.path,
+                    block: block.id,
+                    startLine: block.source.startLine,
+                    content: blockText(f.content, block)
+                  }
+                }
+          })
+        }
+        case "dismiss_memory": {
+          const target = text("targetMessageId") ?? ""
+          const summary = text("summary") ?? ""
+          return Effect.flatMap(HistoryStore, (history) =>
+            history.modify(sessionId, (doc) =>
+              Either.match(dismissMemory(doc, target, summary), {
+                onLeft: (e) => Effect.succeed([fail(e.message, "NO_MESSAGE"), doc] as const),
+                onRight: (next) =>
+                  Effect.succeed([
+                    { status: "success", data: { dismissed: target } } satisfies RawToolResult,
+                    next
+                  ] as const)
+              })
+            )
+          )
+        }
+        default:
+          return Effect.succeed(fail(`no tool named ${name}`, "UNKNOWN_TOOL"))
+      }
+    })()
+    return yield* run.pipe(Effect.catchAll((e) => Effect.succeed(fail(e.message, e._tag))))
+  })

@@ -1,0 +1,86 @@
+import { Schema } from "effect"
+
+/** A session that does not exist in the data root. */
+export class SessionNotFound extends Schema.TaggedError<SessionNotFound>("@ctxo/store/SessionNotFound")(
+  "SessionNotFound",
+  { sessionId: Schema.String }
+) {
+  override get message() {
+    return `No session ${this.sessionId}`
+  }
+}
+
+export class SessionExists extends Schema.TaggedError<SessionExists>("@ctxo/store/SessionExists")(
+  "SessionExists",
+  { sessionId: Schema.String }
+) {
+  override get message() {
+    return `Session ${this.sessionId} already exists`
+  }
+}
+
+export class FileNotFound extends Schema.TaggedError<FileNotFound>("@ctxo/store/FileNotFound")(
+  "FileNotFound",
+  {
+    path: Schema.String
+  }
+) {
+  override get message() {
+    return `No file ${this.path}`
+  }
+}
+
+/** A path or session id that leaves its directory, or is not a valid name. */
+export class PathRefused extends Schema.TaggedError<PathRefused>("@ctxo/store/PathRefused")("PathRefused", {
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `Path ${JSON.stringify(this.path)} refused: ${this.reason}`
+  }
+}
+
+/** A write whose `If-Match` version is not the file's current version. */
+export class VersionConflict extends Schema.TaggedError<VersionConflict>("@ctxo/store/VersionConflict")(
+  "VersionConflict",
+  { path: Schema.String, expected: Schema.String, actual: Schema.NullOr(Schema.String) }
+) {
+  override get message() {
+    return `${this.path} changed since version ${this.expected} (now ${this.actual ?? "deleted"})`
+  }
+}
+
+/** A line range outside the file. */
+export class InvalidRange extends Schema.TaggedError<InvalidRange>("@ctxo/store/InvalidRange")(
+  "InvalidRange",
+  {
+    path: Schema.String,
+    reason: Schema.String
+  }
+) {
+  override get message() {
+    return `${this.path}: ${this.reason}`
+  }
+}
+
+export class StoreIOError extends Schema.TaggedError<StoreIOError>("@ctxo/store/StoreIOError")(
+  "StoreIOError",
+  {
+    path: Schema.String,
+    operation: Schema.String,
+    reason: Schema.String
+  }
+) {
+  override get message() {
+    return `Cannot ${this.operation} ${this.path}: ${this.reason}`
+  }
+}
+
+export type StoreError =
+  | SessionNotFound
+  | SessionExists
+  | FileNotFound
+  | PathRefused
+  | VersionConflict
+  | InvalidRange
+  | StoreIOError
