@@ -16,7 +16,7 @@
  * | CTXO_LOG_FORMAT | pretty | `json` for structured logs |
  */
 import { fileURLToPath } from "node:url"
-import { Config, Context, Effect, Layer, Option, type Redacted } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
 
 export interface Settings {
   readonly port: number
@@ -42,7 +42,10 @@ export const settings = Config.all({
   dataDir: Config.string("CTXO_DATA_DIR").pipe(Config.withDefault("./data")),
   seedDir: Config.string("CTXO_SEED_DIR").pipe(Config.withDefault(exampleData)),
   upstreamBaseUrl: Config.option(Config.string("CTXO_UPSTREAM_BASE_URL")),
-  upstreamApiKey: Config.option(Config.redacted("CTXO_UPSTREAM_API_KEY")),
+  // An empty key is no key (an unset variable in a .env file or a CI job).
+  upstreamApiKey: Config.option(Config.redacted("CTXO_UPSTREAM_API_KEY")).pipe(
+    Config.map(Option.filter((key) => Redacted.value(key).trim() !== ""))
+  ),
   model: Config.string("CTXO_MODEL").pipe(Config.withDefault("gpt-4o")),
   maxBodyBytes: Config.integer("CTXO_MAX_BODY_BYTES").pipe(Config.withDefault(1_048_576)),
   maxSteps: Config.integer("CTXO_MAX_STEPS").pipe(Config.withDefault(8)),

@@ -25,7 +25,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Layer, Logger, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { ApiLive } from "./Http.ts"
 import * as ModelClient from "./ModelClient.ts"
@@ -78,9 +78,16 @@ export const middleware =
       const request = yield* HttpServerRequest.HttpServerRequest
       const id = request.headers["x-request-id"] ?? newRequestId()
       // Applied to whatever response goes out, the handlers' and the framework's alike.
-      yield* HttpApp.appendPreResponseHandler((req, response) =>
-        Effect.succeed(normalizeError(response, req).pipe(HttpServerResponse.setHeader("x-request-id", id)))
-      )
+      const started = Date.now()
+      yield* HttpApp.appendPreResponseHandler((req, response) => {
+        const out = normalizeError(response, req).pipe(HttpServerResponse.setHeader("x-request-id", id))
+        return Effect.as(
+          Effect.logInfo(`${req.method} ${req.url} ${out.status}`).pipe(
+            Effect.annotateLogs({ requestId: id, status: out.status, durationMs: Date.now() - started })
+          ),
+          out
+        )
+      })
       // A declared length over the limit is refused before the body is read (Node discards the
       // rest); a chunked body is cut at the limit while it is read.
       if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes)
@@ -127,12 +134,9 @@ export const app = Layer.unwrapEffect(
   )
 )
 
-/** The gateway listening on HOST:PORT, with the configured logger. */
+/** The gateway listening on HOST:PORT. */
 export const server = Layer.unwrapEffect(
   Effect.map(GatewayConfig, (config) =>
-    app.pipe(
-      Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, host: config.host })),
-      Layer.provide(config.logFormat === "json" ? Logger.json : Logger.pretty)
-    )
+    app.pipe(Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, host: config.host })))
   )
 )

@@ -1,0 +1,127 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { cpSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { HistoryDocument } from "@ctxo/history/Message"
+import { Schema } from "effect"
+import { afterAll, describe, expect, it } from "vitest"
+import { exampleData } from "./harness.ts"
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as { port: number }).port
+      server.close(() => resolve(port))
+    })
+  })
+
+const children: Array<ChildProcess> = []
+afterAll(() => {
+  for (const c of children) c.kill("SIGKILL")
+})
+
+const startChild = async (dataDir: string) => {
+  const port = await freePort()
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx/esm", fileURLToPath(new URL("../src/main.ts", import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        PORT: String(port),
+        CTXO_DATA_DIR: dataDir,
+        CTXO_UPSTREAM_API_KEY: "",
+        CTXO_LOG_FORMAT: "json"
+      },
+      stdio: ["ignore", "pipe", "pipe"]
+    }
+  )
+  children.push(child)
+  let log = ""
+  child.stdout?.on("data", (d) => (log += d))
+  child.stderr?.on("data", (d) => (log += d))
+  const base = `http://127.0.0.1:${port}`
+  for (let i = 0; i < 200; i++) {
+    const ok = await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false
+    )
+    if (ok) return { child, base, log: () => log }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`the gateway did not start:\n${log}`)
+}
+
+const walk = (dir: string): Array<string> =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)]
+  )
+
+describe("the gateway killed with SIGKILL during a stream of writes", () => {
+  it("leaves every file valid and every acknowledged write in place", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "ctxo-crash-"))
+    cpSync(exampleData, dataDir, { recursive: true })
+    const { child, base, log } = await startChild(dataDir)
+    const acknowledgedFiles = new Map<string, string>()
+    const acknowledgedChats: Array<string> = []
+    let stop = false
+    const writer = async (w: number) => {
+      for (let i = 0; !stop; i++) {
+        const path = `load/w${w}-${i % 5}.md`
+        const content = `writer ${w} write ${i}\n${"x".repeat(20_000)}\n`
+        const response = await fetch(
+          `${base}/api/sessions/code-agent-auth/file?path=${encodeURIComponent(path)}`,
+          {
+            method: "PUT",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ content })
+          }
+        ).catch(() => undefined)
+        if (response?.ok) acknowledgedFiles.set(path, content)
+        else return
+      }
+    }
+    const chatter = async () => {
+      for (let i = 0; !stop; i++) {
+        const message = `crash test message ${i}`
+        const response = await fetch(`${base}/api/session/notebook-physics/chat`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ message, model: "gpt-4o" })
+        }).catch(() => undefined)
+        const text = response ? await response.text().catch(() => "") : ""
+        if (text.includes("event: done")) acknowledgedChats.push(message)
+        else return
+      }
+    }
+    const running = [writer(1), writer(2), writer(3), chatter()]
+    await new Promise((r) => setTimeout(r, 1_500))
+    const exited = new Promise((r) => child.once("exit", r))
+    child.kill("SIGKILL")
+    stop = true
+    await Promise.all([...running, exited])
+
+    expect(acknowledgedFiles.size).toBeGreaterThan(0)
+    expect(acknowledgedChats.length).toBeGreaterThan(0)
+    // Every file the gateway writes is whole: JSON parses, the history decodes.
+    for (const file of walk(dataDir)) {
+      if (file.endsWith(".tmp")) continue
+      const text = readFileSync(file, "utf8")
+      if (file.endsWith("messages.json")) Schema.decodeUnknownSync(Schema.parseJson(HistoryDocument))(text)
+      else if (file.endsWith(".json")) JSON.parse(text)
+      else if (file.includes("/load/")) expect(text).toMatch(/^writer \d+ write \d+\nx{20000}\n$/)
+    }
+    for (const [path, content] of acknowledgedFiles) {
+      // A later write may have replaced an acknowledged one (same path), never a torn file.
+      const now = readFileSync(join(dataDir, "code-agent-auth", path), "utf8")
+      expect(now.length).toBe(content.length)
+    }
+    const history = readFileSync(join(dataDir, "notebook-physics", "messages.json"), "utf8")
+    for (const message of acknowledgedChats) expect(history.split(`"${message}"`).length - 1).toBe(1)
+    expect(statSync(join(dataDir, "sessions.json")).size).toBeGreaterThan(0)
+    void log
+  }, 60_000)
+})

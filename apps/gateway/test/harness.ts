@@ -1,0 +1,62 @@
+import { cpSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Effect, Layer, ManagedRuntime, Option, Stream } from "effect"
+import type { ChatEvent } from "../src/Chat.ts"
+import { type FakeUpstream, startFakeUpstream } from "../src/FakeUpstream.ts"
+import * as GatewayConfig from "../src/GatewayConfig.ts"
+import { app } from "../src/Server.ts"
+
+export const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
+
+/** A gateway on a copy of the example data, talking to a fake upstream the test scripts. */
+export const startGateway = async (overrides: Partial<GatewayConfig.Settings> = {}) => {
+  const dataDir = mkdtempSync(join(tmpdir(), "ctxo-gateway-"))
+  cpSync(exampleData, dataDir, { recursive: true })
+  const upstream: FakeUpstream = await startFakeUpstream()
+  const layer = app.pipe(
+    Layer.provide(
+      GatewayConfig.layerTest({ dataDir, upstreamBaseUrl: Option.some(upstream.url), ...overrides })
+    ),
+    Layer.provideMerge(NodeHttpServer.layerTest)
+  )
+  const runtime = ManagedRuntime.make(layer)
+  await runtime.runPromise(Effect.void)
+  return {
+    dataDir,
+    upstream,
+    run: <A, E>(effect: Effect.Effect<A, E, Layer.Layer.Success<typeof layer>>) => runtime.runPromise(effect),
+    close: async () => {
+      await runtime.dispose()
+      await upstream.close()
+    }
+  }
+}
+
+export interface SseEvent {
+  readonly event: string
+  readonly data: ChatEvent
+}
+
+/** POSTs a chat message and reads the whole Server-Sent Events stream, as a client would. */
+export const chatEvents = (sessionId: string, body: Record<string, unknown>) =>
+  Effect.gen(function* () {
+    const client = yield* HttpClient.HttpClient
+    const response = yield* client.execute(
+      HttpClientRequest.post(`/api/session/${sessionId}/chat`).pipe(HttpClientRequest.bodyUnsafeJson(body))
+    )
+    const text = yield* response.stream.pipe(Stream.decodeText(), Stream.mkString)
+    const events = text
+      .split("\n\n")
+      .filter((frame) => frame.trim() !== "")
+      .map((frame): SseEvent => {
+        const event = /^event: (.*)$/m.exec(frame)?.[1] ?? ""
+        const data = JSON.parse(/^data: (.*)$/m.exec(frame)?.[1] ?? "null") as ChatEvent
+        return { event, data }
+      })
+    return { status: response.status, contentType: response.headers["content-type"], events }
+  }).pipe(Effect.scoped)
