@@ -23,9 +23,10 @@ import { createReadTracker, type ReadTracker } from "@ctxo/history/ReadTracker"
 import { endTurn, recordStep, recordToolResult, startTurn } from "@ctxo/history/Recorder"
 import type { Summarizer } from "@ctxo/history/Summarizer"
 import { Store } from "@ctxo/store/Store"
-import { Effect, Either, Queue, Stream } from "effect"
+import { Deferred, Effect, Either, Queue, Stream } from "effect"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { ModelClient } from "./ModelClient.ts"
+import { Shutdown } from "./Shutdown.ts"
 import { runTool, toolDefinitions } from "./Tools.ts"
 
 export type ChatEvent =
@@ -64,6 +65,7 @@ type ChatRequirements =
   | Tokenizer
   | ModelClient
   | GatewayConfig
+  | Shutdown
 
 // Per session: one turn at a time, the last reported usage (the compaction trigger) and the reads.
 const sessions = new Map<string, { lock: Effect.Semaphore; lastUsage: number; tracker: ReadTracker }>()
@@ -210,7 +212,18 @@ export const chat = (input: ChatInput): Stream.Stream<ChatEvent, never, ChatRequ
           Effect.ensuring(Queue.offer(queue, null)),
           Effect.forkScoped
         )
-      return Stream.fromQueue(queue).pipe(Stream.takeWhile((e): e is ChatEvent => e !== null))
+      const events = Stream.fromQueue(queue).pipe(Stream.takeWhile((e): e is ChatEvent => e !== null))
+      // On shutdown the stream says so and ends; the turn (forked in this scope) is interrupted
+      // between whole steps and can be resumed with the same idempotency key.
+      const shutdown = Stream.fromEffect(Deferred.await(yield* Shutdown)).pipe(
+        Stream.as<ChatEvent>({
+          type: "error",
+          tag: "Shutdown",
+          message:
+            "The gateway is shutting down; send the same message (and idempotency key) again to resume."
+        })
+      )
+      return Stream.merge(events, shutdown, { haltStrategy: "either" })
     })
   )
 

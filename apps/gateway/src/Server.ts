@@ -29,6 +29,7 @@ import { Effect, Layer, Option } from "effect"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { ApiLive } from "./Http.ts"
 import * as ModelClient from "./ModelClient.ts"
+import * as Shutdown from "./Shutdown.ts"
 
 let requestCounter = 0
 const newRequestId = () => `req-${Date.now().toString(36)}-${(requestCounter++).toString(36)}`
@@ -129,6 +130,7 @@ export const app = Layer.unwrapEffect(
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
       Layer.provide(ApiLive),
       Layer.provide(services),
+      Layer.provide(Shutdown.layer),
       HttpServer.withLogAddress
     )
   )

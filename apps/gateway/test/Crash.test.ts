@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url"
 import { HistoryDocument } from "@ctxo/history/Message"
 import { Schema } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
+import { startFakeUpstream } from "../src/FakeUpstream.ts"
 import { exampleData } from "./harness.ts"
 
 const freePort = () =>
@@ -23,7 +24,7 @@ afterAll(() => {
   for (const c of children) c.kill("SIGKILL")
 })
 
-const startChild = async (dataDir: string) => {
+const startChild = async (dataDir: string, env: Record<string, string> = {}) => {
   const port = await freePort()
   const child = spawn(
     process.execPath,
@@ -34,7 +35,8 @@ const startChild = async (dataDir: string) => {
         PORT: String(port),
         CTXO_DATA_DIR: dataDir,
         CTXO_UPSTREAM_API_KEY: "",
-        CTXO_LOG_FORMAT: "json"
+        CTXO_LOG_FORMAT: "json",
+        ...env
       },
       stdio: ["ignore", "pipe", "pipe"]
     }
@@ -123,5 +125,48 @@ describe("the gateway killed with SIGKILL during a stream of writes", () => {
     for (const message of acknowledgedChats) expect(history.split(`"${message}"`).length - 1).toBe(1)
     expect(statSync(join(dataDir, "sessions.json")).size).toBeGreaterThan(0)
     void log
+  }, 60_000)
+})
+
+describe("the gateway stopped with SIGTERM during an open chat stream", () => {
+  it("closes the stream, exits, and leaves the turn resumable with its input once", async () => {
+    const upstream = await startFakeUpstream()
+    upstream.script({ type: "hang" })
+    const dataDir = mkdtempSync(join(tmpdir(), "ctxo-term-"))
+    cpSync(exampleData, dataDir, { recursive: true })
+    const { child, base } = await startChild(dataDir, { CTXO_UPSTREAM_BASE_URL: upstream.url })
+    const response = await fetch(`${base}/api/session/notebook-physics/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        message: "A question during shutdown",
+        model: "gpt-4o",
+        idempotencyKey: "term-1"
+      })
+    })
+    const reader = response.body!.getReader()
+    const first = new TextDecoder().decode((await reader.read()).value)
+    expect(first).toContain("event: turn")
+    // Wait until the gateway is waiting on the (hanging) upstream.
+    while (upstream.requests.length === 0) await new Promise((r) => setTimeout(r, 20))
+    const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)))
+    const started = Date.now()
+    child.kill("SIGTERM")
+    // The stream ends (the connection closes) instead of hanging on the upstream.
+    let rest = ""
+    for (;;) {
+      const chunk = await reader.read().catch(() => ({ done: true as const, value: undefined }))
+      if (chunk.done) break
+      rest += new TextDecoder().decode(chunk.value)
+    }
+    expect(rest).toContain('"tag":"Shutdown"')
+    await exited
+    expect(Date.now() - started).toBeLessThan(10_000)
+    // It was waiting on the upstream, not finished.
+    expect(upstream.requests).toHaveLength(1)
+    await upstream.close()
+    const history = readFileSync(join(dataDir, "notebook-physics", "messages.json"), "utf8")
+    Schema.decodeUnknownSync(Schema.parseJson(HistoryDocument))(history)
+    expect(history.split('"A question during shutdown"').length - 1).toBe(1)
   }, 60_000)
 })
