@@ -100,7 +100,12 @@ describe("the gateway killed with SIGKILL during a stream of writes", () => {
       }
     }
     const running = [writer(1), writer(2), writer(3), chatter()]
-    await new Promise((r) => setTimeout(r, 1_500))
+    // Kill it in the middle of the load: once writes and chats have been acknowledged (slow machines
+    // take longer to get there), while more are in flight.
+    const deadline = Date.now() + 40_000
+    while ((acknowledgedFiles.size < 10 || acknowledgedChats.length < 3) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 25))
+    await new Promise((r) => setTimeout(r, 150))
     const exited = new Promise((r) => child.once("exit", r))
     child.kill("SIGKILL")
     stop = true
