@@ -2,6 +2,9 @@
  * The handlers of the HTTP contract (`@ctxo/api`): each maps its domain errors onto the wire errors
  * (`{ error: { tag, message, details } }` with 400, 404, 409, 422 or 500) and nothing else.
  */
+
+import { chat, sseFrame } from "@ctxo/agent/Agent"
+import { ModelClient } from "@ctxo/agent/ModelClient"
 import { Api, type BlockNode, ChatRequest } from "@ctxo/api/Api"
 import { BadRequest, Conflict, NotFound, ServerError, Unprocessable } from "@ctxo/api/ApiErrors"
 import type { Block } from "@ctxo/blocks/Block"
@@ -13,10 +16,9 @@ import { Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Either, Layer, Stream } from "effect"
-import { chat, sseFrame } from "./Chat.ts"
+import { Deferred, Effect, Either, Layer, Stream } from "effect"
 import { GatewayConfig } from "./GatewayConfig.ts"
-import { ModelClient } from "./ModelClient.ts"
+import { Shutdown } from "./Shutdown.ts"
 
 const NOT_FOUND = new Set(["SessionNotFound", "FileNotFound"])
 const CONFLICT = new Set(["SessionExists", "VersionConflict"])
@@ -213,12 +215,17 @@ export const ChatLive = HttpApiBuilder.group(Api, "chat", (handlers) =>
               : never
           >
         >()
-      const events = chat({
-        sessionId: path.id,
-        message: payload.message,
-        ...(payload.model === undefined ? {} : { model: payload.model }),
-        ...(payload.idempotencyKey === undefined ? {} : { idempotencyKey: payload.idempotencyKey })
-      }).pipe(Stream.map(sseFrame), Stream.encodeText, Stream.provideContext(context))
+      const config = yield* GatewayConfig
+      const shutdown = yield* Shutdown
+      const events = chat(
+        {
+          sessionId: path.id,
+          message: payload.message,
+          ...(payload.model === undefined ? {} : { model: payload.model }),
+          ...(payload.idempotencyKey === undefined ? {} : { idempotencyKey: payload.idempotencyKey })
+        },
+        { defaultModel: config.model, maxSteps: config.maxSteps, stop: Deferred.await(shutdown) }
+      ).pipe(Stream.map(sseFrame), Stream.encodeText, Stream.provideContext(context))
       return HttpServerResponse.stream(events, {
         contentType: "text/event-stream",
         headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }

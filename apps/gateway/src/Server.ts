@@ -9,6 +9,7 @@
  */
 import { createServer } from "node:http"
 import { resolve } from "node:path"
+import * as ModelClient from "@ctxo/agent/ModelClient"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import * as Workspace from "@ctxo/compiler/Workspace"
@@ -28,7 +29,6 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option } from "effect"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { ApiLive } from "./Http.ts"
-import * as ModelClient from "./ModelClient.ts"
 import * as Shutdown from "./Shutdown.ts"
 
 let requestCounter = 0
@@ -117,7 +117,11 @@ export const services = Layer.unwrapEffect(
       ModelRegistry.layerConfig([]),
       Tokenizer.layer(),
       summarizer,
-      ModelClient.layer
+      ModelClient.layer({
+        apiKey: config.upstreamApiKey,
+        baseUrl: config.upstreamBaseUrl,
+        timeoutMs: config.upstreamTimeoutMs
+      })
     ).pipe(Layer.provide(NodeContext.layer))
   })
 ).pipe(Layer.orDie)

@@ -4,10 +4,10 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { startFakeUpstream } from "@ctxo/agent/FakeUpstream"
 import { HistoryDocument } from "@ctxo/history/Message"
 import { Schema } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { startFakeUpstream } from "../src/FakeUpstream.ts"
 import { exampleData } from "./harness.ts"
 
 const freePort = () =>

@@ -8,7 +8,6 @@
 import { Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import OpenAI from "openai"
 import { startFakeUpstream } from "./FakeUpstream.ts"
-import { GatewayConfig } from "./GatewayConfig.ts"
 
 export class UpstreamError extends Schema.TaggedError<UpstreamError>("@ctxo/gateway/UpstreamError")(
   "UpstreamError",
@@ -133,31 +132,44 @@ export const make = (client: OpenAI, upstream: string, timeoutMs: number): Servi
     )
 })
 
-/** The configured upstream, or the local fake one (started and stopped with the layer) without a key. */
-export const layer: Layer.Layer<ModelClient, never, GatewayConfig> = Layer.scoped(
-  ModelClient,
-  Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    if (Option.isSome(config.upstreamApiKey)) {
-      const baseURL = Option.getOrElse(config.upstreamBaseUrl, () => "https://api.openai.com/v1")
-      const client = new OpenAI({ apiKey: Redacted.value(config.upstreamApiKey.value), baseURL })
-      return make(client, baseURL, config.upstreamTimeoutMs)
-    }
-    if (Option.isSome(config.upstreamBaseUrl)) {
-      const client = new OpenAI({ apiKey: "none", baseURL: config.upstreamBaseUrl.value })
-      return make(client, config.upstreamBaseUrl.value, config.upstreamTimeoutMs)
-    }
-    const fake = yield* Effect.acquireRelease(
-      Effect.promise(() => startFakeUpstream()),
-      (f) => Effect.promise(() => f.close())
-    )
-    yield* Effect.logInfo(
-      `No CTXO_UPSTREAM_API_KEY: answering with the local deterministic model at ${fake.url}`
-    )
-    return make(
-      new OpenAI({ apiKey: "local", baseURL: fake.url }),
-      `local (${fake.url})`,
-      config.upstreamTimeoutMs
-    )
-  })
-)
+export interface UpstreamOptions {
+  readonly apiKey: Option.Option<Redacted.Redacted<string>>
+  /** Default with a key: https://api.openai.com/v1. */
+  readonly baseUrl: Option.Option<string>
+  readonly timeoutMs: number
+}
+
+/**
+ * The configured upstream: with a key, that API (OpenAI by default); with only a base URL, that
+ * key-less API; with neither, the local fake one, started and stopped with the layer.
+ */
+export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
+  Layer.scoped(
+    ModelClient,
+    Effect.gen(function* () {
+      if (Option.isSome(options.apiKey)) {
+        const baseURL = Option.getOrElse(options.baseUrl, () => "https://api.openai.com/v1")
+        return make(
+          new OpenAI({ apiKey: Redacted.value(options.apiKey.value), baseURL }),
+          baseURL,
+          options.timeoutMs
+        )
+      }
+      if (Option.isSome(options.baseUrl)) {
+        const baseURL = options.baseUrl.value
+        return make(new OpenAI({ apiKey: "none", baseURL }), baseURL, options.timeoutMs)
+      }
+      const fake = yield* Effect.acquireRelease(
+        Effect.promise(() => startFakeUpstream()),
+        (f) => Effect.promise(() => f.close())
+      )
+      yield* Effect.logInfo(
+        `No upstream API key: answering with the local deterministic model at ${fake.url}`
+      )
+      return make(
+        new OpenAI({ apiKey: "local", baseURL: fake.url }),
+        `local (${fake.url})`,
+        options.timeoutMs
+      )
+    })
+  )

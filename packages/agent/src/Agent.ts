@@ -1,5 +1,5 @@
 /**
- * One chat turn of a session: the ReAct tool loop against the upstream model, recorded through
+ * One agent turn of a session: the ReAct tool loop against the upstream model, recorded through
  * `@ctxo/history` as it goes, streamed as events.
  *
  * 1. Compaction (seed 002 C7) when the last usage plus the new input reaches the trigger; its
@@ -23,10 +23,8 @@ import { createReadTracker, type ReadTracker } from "@ctxo/history/ReadTracker"
 import { endTurn, recordStep, recordToolResult, startTurn } from "@ctxo/history/Recorder"
 import type { Summarizer } from "@ctxo/history/Summarizer"
 import { Store } from "@ctxo/store/Store"
-import { Deferred, Effect, Either, Queue, Stream } from "effect"
-import { GatewayConfig } from "./GatewayConfig.ts"
+import { Effect, Either, Queue, Stream } from "effect"
 import { ModelClient } from "./ModelClient.ts"
-import { Shutdown } from "./Shutdown.ts"
 import { runTool, toolDefinitions } from "./Tools.ts"
 
 export type ChatEvent =
@@ -49,6 +47,15 @@ export type ChatEvent =
   | { readonly type: "done"; readonly turn: number; readonly text: string; readonly steps: number }
   | { readonly type: "error"; readonly tag: string; readonly message: string }
 
+export interface AgentOptions {
+  /** The model of sessions whose manifest names none (and the client none). */
+  readonly defaultModel: string
+  /** Tool steps per turn. */
+  readonly maxSteps: number
+  /** When this completes, open turns stop and their streams end with a `Shutdown` error event. */
+  readonly stop?: Effect.Effect<void>
+}
+
 export interface ChatInput {
   readonly sessionId: string
   readonly message: string
@@ -64,8 +71,6 @@ type ChatRequirements =
   | ModelRegistry
   | Tokenizer
   | ModelClient
-  | GatewayConfig
-  | Shutdown
 
 // Per session: one turn at a time, the last reported usage (the compaction trigger) and the reads.
 const sessions = new Map<string, { lock: Effect.Semaphore; lastUsage: number; tracker: ReadTracker }>()
@@ -78,9 +83,8 @@ const sessionState = (id: string) => {
   return state
 }
 
-const runTurn = (input: ChatInput, emit: (event: ChatEvent) => Effect.Effect<void>) =>
+const runTurn = (input: ChatInput, options: AgentOptions, emit: (event: ChatEvent) => Effect.Effect<void>) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
     const registry = yield* ModelRegistry
     const tokenizer = yield* Tokenizer
     const client = yield* ModelClient
@@ -97,7 +101,7 @@ const runTurn = (input: ChatInput, emit: (event: ChatEvent) => Effect.Effect<voi
       onLeft: Effect.fail,
       onRight: Effect.succeed
     })
-    const modelName = input.model ?? manifest.model ?? config.model
+    const modelName = input.model ?? manifest.model ?? options.defaultModel
 
     const model = yield* registry.resolve(modelName)
     const counter = yield* tokenizer.counter(model)
@@ -140,7 +144,7 @@ const runTurn = (input: ChatInput, emit: (event: ChatEvent) => Effect.Effect<voi
       return
     }
 
-    for (let step = 1; step <= config.maxSteps; step++) {
+    for (let step = 1; step <= options.maxSteps; step++) {
       const doc = yield* history.load(sid)
       const compiled = yield* compile({
         sessionId: sid,
@@ -187,19 +191,22 @@ const runTurn = (input: ChatInput, emit: (event: ChatEvent) => Effect.Effect<voi
         yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
       }
     }
-    const text = `Stopped after ${config.maxSteps} tool steps (CTXO_MAX_STEPS).`
+    const text = `Stopped after ${options.maxSteps} tool steps.`
     yield* endTurn(sid, began.turn, text)
-    yield* emit({ type: "done", turn: began.turn, text, steps: config.maxSteps })
+    yield* emit({ type: "done", turn: began.turn, text, steps: options.maxSteps })
   })
 
 /** The turn as a stream of events; a failure is the last event (`error`), never a broken stream. */
-export const chat = (input: ChatInput): Stream.Stream<ChatEvent, never, ChatRequirements> =>
+export const chat = (
+  input: ChatInput,
+  options: AgentOptions
+): Stream.Stream<ChatEvent, never, ChatRequirements> =>
   Stream.unwrapScoped(
     Effect.gen(function* () {
       const queue = yield* Queue.unbounded<ChatEvent | null>()
       const emit = (event: ChatEvent) => Queue.offer(queue, event).pipe(Effect.asVoid)
       yield* sessionState(input.sessionId)
-        .lock.withPermits(1)(runTurn(input, emit))
+        .lock.withPermits(1)(runTurn(input, options, emit))
         .pipe(
           Effect.catchAll((e) =>
             emit({
@@ -213,9 +220,10 @@ export const chat = (input: ChatInput): Stream.Stream<ChatEvent, never, ChatRequ
           Effect.forkScoped
         )
       const events = Stream.fromQueue(queue).pipe(Stream.takeWhile((e): e is ChatEvent => e !== null))
-      // On shutdown the stream says so and ends; the turn (forked in this scope) is interrupted
+      if (options.stop === undefined) return events
+      // On stop the stream says so and ends; the turn (forked in this scope) is interrupted
       // between whole steps and can be resumed with the same idempotency key.
-      const shutdown = Stream.fromEffect(Deferred.await(yield* Shutdown)).pipe(
+      const shutdown = Stream.fromEffect(options.stop).pipe(
         Stream.as<ChatEvent>({
           type: "error",
           tag: "Shutdown",
