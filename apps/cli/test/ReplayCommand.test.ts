@@ -14,12 +14,15 @@ describe("ctxo replay", () => {
       "replay",
       join(sessions, "crash-and-retry.json"),
       join(sessions, "tree-context.json"),
-      "--profiles",
+      "--models",
       "gpt-4o,claude-sonnet-4-5",
       "--dump",
       join(out, "dump"),
       "--report",
-      join(out, "report.json")
+      join(out, "report.json"),
+      // Two worker threads: each runs the bundle itself as the replay worker.
+      "--concurrency",
+      "2"
     ])
     expect(run.stderr).toBe("")
     expect(run.code).toBe(0)

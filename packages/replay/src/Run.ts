@@ -61,6 +61,7 @@ export interface RunResult {
 export interface RunOptions {
   readonly sessions: ReadonlyArray<RecordedSession>
   readonly profiles: ReadonlyArray<Profile>
+  /** Replays at once in this thread (they interleave; for parallelism see `Parallel.runParallel`). */
   readonly concurrency?: number
   readonly onDone?: (done: number, total: number) => Effect.Effect<void>
   readonly onCompiled?: (where: Where, result: CompileResult, window: number) => Effect.Effect<void>
@@ -85,18 +86,24 @@ export const runAll = (options: RunOptions) =>
         ),
       { concurrency: options.concurrency ?? 4 }
     )
-    const violations = evidence.flatMap((e) => check(e))
-    return {
-      evidence,
-      violations,
-      sessions: options.sessions.length,
-      profiles: options.profiles.map((p) => p.id),
-      compiles: evidence.reduce((n, e) => n + e.points.length, 0),
-      refusals: evidence.reduce((n, e) => n + e.failures.filter((f) => f.refusal).length, 0),
-      compactions: evidence.reduce((n, e) => n + e.compactions.length, 0),
-      seconds: (performance.now() - start) / 1000
-    } satisfies RunResult
+    return summarize(evidence, options, (performance.now() - start) / 1000)
   })
+
+/** The evidence of every replay checked and counted. */
+export const summarize = (
+  evidence: ReadonlyArray<ReplayEvidence>,
+  run: { readonly sessions: ReadonlyArray<RecordedSession>; readonly profiles: ReadonlyArray<Profile> },
+  seconds: number
+): RunResult => ({
+  evidence,
+  violations: evidence.flatMap((e) => check(e)),
+  sessions: run.sessions.length,
+  profiles: run.profiles.map((p) => p.id),
+  compiles: evidence.reduce((n, e) => n + e.points.length, 0),
+  refusals: evidence.reduce((n, e) => n + e.failures.filter((f) => f.refusal).length, 0),
+  compactions: evidence.reduce((n, e) => n + e.compactions.length, 0),
+  seconds
+})
 
 export type RunRequirements = ContextCompiler | HistoryCompactor | ModelRegistry | Tokenizer
 
