@@ -169,17 +169,14 @@ export const ContextLive = HttpApiBuilder.group(Api, "context", (handlers) =>
         const store = yield* Store
         const config = yield* GatewayConfig
         yield* store.getSession(path.id).pipe(wire)
+        // The model asked for, else the session manifest's, else the gateway's default (CTXO_MODEL).
         const result = yield* compile({
           sessionId: path.id,
+          defaultModel: config.model,
           ...(urlParams.query === undefined ? {} : { query: urlParams.query }),
           ...(urlParams.format === undefined ? {} : { format: urlParams.format }),
           ...(urlParams.model === undefined ? {} : { model: urlParams.model })
-        }).pipe(
-          // The session's manifest names its model; the gateway's default is for those that do not.
-          Effect.catchTag("UnknownModel", (e) => Effect.fail(e)),
-          wire
-        )
-        void config
+        }).pipe(wire)
         return {
           model: result.model,
           format: result.format,

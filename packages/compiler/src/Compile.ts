@@ -58,6 +58,8 @@ export interface CompileOptions {
   /** The new user input (default: the manifest's `query`). */
   readonly query?: string
   readonly model?: string
+  /** The model when neither `model` nor the manifest names one (default: DEFAULT_MODEL). */
+  readonly defaultModel?: string
   readonly format?: Format
   /** Use this manifest instead of the session's `context-config.json`. */
   readonly manifest?: Manifest
@@ -275,7 +277,7 @@ export const compile = (options: CompileOptions) =>
     const input = query === "" ? "" : [withMentionReminder(query), ...resolved].join("\n\n")
 
     // --- model and budget
-    const model = yield* registry.resolve(options.model ?? manifest.model ?? DEFAULT_MODEL)
+    const model = yield* registry.resolve(options.model ?? manifest.model ?? options.defaultModel ?? DEFAULT_MODEL)
     if (model.fallback !== undefined) warnings.push(model.fallback)
     const counter = yield* tokenizer.counter(model)
     const format = options.format ?? (model.provider === "anthropic" ? "anthropic" : "openai")
