@@ -6,7 +6,7 @@
 import { chat, sseFrame } from "@ctxo/agent/Agent"
 import { ModelClient } from "@ctxo/agent/ModelClient"
 import { Api, type BlockNode, ChatRequest } from "@ctxo/api/Api"
-import { BadRequest, Conflict, NotFound, ServerError, Unprocessable } from "@ctxo/api/ApiErrors"
+import { BadRequest } from "@ctxo/api/ApiErrors"
 import type { Block } from "@ctxo/blocks/Block"
 import { parseJsonBlocks } from "@ctxo/blocks/JsonBlocks"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
@@ -17,32 +17,11 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Deferred, Effect, Either, Layer, Stream } from "effect"
+import { toApiError } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
+import { OpenAILive } from "./OpenAIHttp.ts"
 import { Shutdown } from "./Shutdown.ts"
 
-const NOT_FOUND = new Set(["SessionNotFound", "FileNotFound"])
-const CONFLICT = new Set(["SessionExists", "VersionConflict"])
-const BAD_REQUEST = new Set(["PathRefused", "InvalidRange", "InvalidSessionId"])
-const UNPROCESSABLE = new Set([
-  "InvalidManifest",
-  "UnresolvedReference",
-  "UnknownModel",
-  "BudgetExceeded",
-  "InvalidContextKey",
-  "DuplicateInput",
-  "InvalidJson"
-])
-
-/** A domain error as a wire error: its tag, message and fields. */
-export const toApiError = (e: { readonly _tag: string; readonly message: string }) => {
-  const { _tag, ...rest } = e as unknown as Record<string, unknown>
-  const fields = { tag: _tag as string, message: e.message, details: rest }
-  if (NOT_FOUND.has(fields.tag)) return new NotFound(fields)
-  if (CONFLICT.has(fields.tag)) return new Conflict(fields)
-  if (BAD_REQUEST.has(fields.tag)) return new BadRequest(fields)
-  if (UNPROCESSABLE.has(fields.tag)) return new Unprocessable(fields)
-  return new ServerError(fields)
-}
 const wire = Effect.mapError(toApiError)
 
 const blockNode = (b: Block): BlockNode => ({
@@ -232,5 +211,5 @@ export const ChatLive = HttpApiBuilder.group(Api, "chat", (handlers) =>
 )
 
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthLive, SessionsLive, FilesLive, BlocksLive, ContextLive, ChatLive])
+  Layer.provide([HealthLive, SessionsLive, FilesLive, BlocksLive, ContextLive, ChatLive, OpenAILive])
 )

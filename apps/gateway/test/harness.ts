@@ -6,6 +6,7 @@ import type { ChatEvent } from "@ctxo/agent/Agent"
 import { type FakeUpstream, startFakeUpstream } from "@ctxo/agent/FakeUpstream"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, ManagedRuntime, Option, Stream } from "effect"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
@@ -25,10 +26,13 @@ export const startGateway = async (overrides: Partial<GatewayConfig.Settings> = 
     Layer.provideMerge(NodeHttpServer.layerTest)
   )
   const runtime = ManagedRuntime.make(layer)
-  await runtime.runPromise(Effect.void)
+  const address = (await runtime.runPromise(HttpServer.HttpServer)).address
+  const baseUrl = address._tag === "TcpAddress" ? `http://127.0.0.1:${address.port}` : ""
   return {
     dataDir,
     upstream,
+    /** Where the gateway listens, for clients that are not Effect's (the openai SDK, fetch). */
+    baseUrl,
     run: <A, E>(effect: Effect.Effect<A, E, Layer.Layer.Success<typeof layer>>) => runtime.runPromise(effect),
     close: async () => {
       await runtime.dispose()

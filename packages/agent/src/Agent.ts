@@ -83,6 +83,15 @@ const sessionState = (id: string) => {
   return state
 }
 
+/** Runs `effect` as the session's only turn in flight (chat turns and API completions share it). */
+export const withSessionTurn = <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>) =>
+  sessionState(sessionId).lock.withPermits(1)(effect)
+
+/** Records the provider's reported usage of a session's last request (the compaction trigger). */
+export const observeUsage = (sessionId: string, tokens: number) => {
+  sessionState(sessionId).lastUsage = tokens
+}
+
 const runTurn = (input: ChatInput, options: AgentOptions, emit: (event: ChatEvent) => Effect.Effect<void>) =>
   Effect.gen(function* () {
     const registry = yield* ModelRegistry

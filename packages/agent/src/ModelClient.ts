@@ -45,6 +45,9 @@ export interface Service {
   /** Where requests go (for /readyz and logs). */
   readonly upstream: string
   readonly complete: (request: CompletionRequest) => Stream.Stream<CompletionEvent, UpstreamError>
+  /** The client's request body as is: the completion (JSON), or its chunks when streaming. */
+  readonly passthrough: (body: RawBody) => Effect.Effect<unknown, UpstreamError>
+  readonly passthroughStream: (body: RawBody) => Stream.Stream<Record<string, unknown>, UpstreamError>
 }
 
 export class ModelClient extends Context.Tag("@ctxo/gateway/ModelClient")<ModelClient, Service>() {}
@@ -60,6 +63,35 @@ const toUpstreamError = (e: unknown) =>
 
 export const make = (client: OpenAI, upstream: string, timeoutMs: number): Service => ({
   upstream,
+  passthrough: (body) =>
+    Effect.tryPromise({
+      try: (signal) =>
+        client.chat.completions.create(
+          { ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming), stream: false },
+          { signal, timeout: timeoutMs, maxRetries: 0 }
+        ),
+      catch: toUpstreamError
+    }),
+  passthroughStream: (body) =>
+    Stream.unwrapScoped(
+      Effect.gen(function* () {
+        const controller = yield* Effect.acquireRelease(
+          Effect.sync(() => new AbortController()),
+          (c) => Effect.sync(() => c.abort())
+        )
+        const stream = yield* Effect.tryPromise({
+          try: () =>
+            client.chat.completions.create(
+              { ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming), stream: true },
+              { signal: controller.signal, timeout: timeoutMs, maxRetries: 0 }
+            ),
+          catch: toUpstreamError
+        })
+        return Stream.fromAsyncIterable(stream, toUpstreamError).pipe(
+          Stream.map((chunk) => chunk as unknown as Record<string, unknown>)
+        )
+      })
+    ),
   complete: (request) =>
     Stream.unwrapScoped(
       Effect.gen(function* () {
@@ -173,3 +205,9 @@ export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
       )
     })
   )
+
+/** A chat completion request passed through as the client sent it (tools, temperature, ...). */
+export type RawBody = Readonly<Record<string, unknown>> & {
+  readonly model: string
+  readonly messages: ReadonlyArray<Record<string, unknown>>
+}

@@ -186,6 +186,51 @@ export class ChatGroup extends HttpApiGroup.make("chat").add(
     )
 ) {}
 
+export const ModelList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(
+    Schema.Struct({
+      id: Schema.String,
+      object: Schema.Literal("model"),
+      created: Schema.Number,
+      owned_by: Schema.String,
+      context_window: Schema.Number,
+      max_input_tokens: Schema.Number,
+      max_output_tokens: Schema.Number,
+      aliases: Schema.Array(Schema.String)
+    })
+  )
+})
+
+export const StatelessCompile = strict(
+  Schema.Struct({
+    /** context-config.json as an object (default: the notebook policy, system-prompt.md). */
+    manifest: Schema.optional(Schema.Unknown),
+    /** The session's files by path. */
+    files: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+    /** Files of the data root by path (system-prompt.md, profile.md). */
+    globalFiles: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+    /** A history document (`ctxo.history/v1`). */
+    history: Schema.optional(Schema.Unknown),
+    query: Schema.optional(Schema.String),
+    model: Schema.optional(Schema.String),
+    format: Schema.optional(Schema.Literal("openai", "anthropic", "react"))
+  })
+)
+
+export class OpenAIGroup extends HttpApiGroup.make("openai")
+  .add(HttpApiEndpoint.get("models", "/v1/models").addSuccess(ModelList))
+  .add(HttpApiEndpoint.post("compile", "/v1/compile").setPayload(StatelessCompile).addSuccess(Preview))
+  .add(
+    HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions")
+      .setPayload(Schema.Unknown)
+      .addSuccess(Schema.Unknown)
+      .annotate(
+        OpenApi.Description,
+        "OpenAI-compatible. With a session (header X-Ctxo-Session or metadata.session_id) send only the new user message (or the tool results): ctxo adds the session's context and records the turn. Without one, the messages are fitted to the model's window and forwarded."
+      )
+  ) {}
+
 /** Every endpoint can answer with any of the wire errors (the status says which). */
 export class Api extends HttpApi.make("ctxo")
   .addError(BadRequestWire)
@@ -199,5 +244,6 @@ export class Api extends HttpApi.make("ctxo")
   .add(BlocksGroup)
   .add(ContextGroup)
   .add(ChatGroup)
+  .add(OpenAIGroup)
   .annotate(OpenApi.Title, "ctxo gateway")
   .annotate(OpenApi.Version, "0.1.0") {}
