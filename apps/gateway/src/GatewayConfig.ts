@@ -17,6 +17,7 @@
  */
 import { fileURLToPath } from "node:url"
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { readKeys } from "./Keys.ts"
 
 export interface Settings {
   readonly port: number
@@ -30,6 +31,12 @@ export interface Settings {
   readonly maxSteps: number
   readonly upstreamTimeoutMs: number
   readonly logFormat: "json" | "pretty"
+  /** API keys and their tenants (CTXO_API_KEYS, CTXO_API_KEYS_FILE); none: one tenant, no auth. */
+  readonly apiKeys: ReadonlyArray<{ readonly key: string; readonly tenant: string }>
+  /** The key of the management endpoints (CTXO_ADMIN_KEY). */
+  readonly adminKey: Option.Option<Redacted.Redacted<string>>
+  /** Concurrent requests per tenant before 429 (CTXO_TENANT_MAX_CONCURRENT). */
+  readonly tenantMaxConcurrent: number
 }
 
 export class GatewayConfig extends Context.Tag("@ctxo/gateway/GatewayConfig")<GatewayConfig, Settings>() {}
@@ -53,9 +60,21 @@ export const settings = Config.all({
   logFormat: Config.literal("json", "pretty")("CTXO_LOG_FORMAT").pipe(Config.withDefault("pretty" as const))
 })
 
-export const layer: Layer.Layer<GatewayConfig, import("effect/ConfigError").ConfigError> = Layer.effect(
+export const layer = Layer.effect(
   GatewayConfig,
-  Effect.map(settings, (s): Settings => s)
+  Effect.gen(function* () {
+    const s = yield* settings
+    const keys = yield* Config.all({
+      list: Config.option(Config.redacted("CTXO_API_KEYS")),
+      file: Config.option(Config.string("CTXO_API_KEYS_FILE")),
+      admin: Config.option(Config.redacted("CTXO_ADMIN_KEY")).pipe(
+        Config.map(Option.filter((key) => Redacted.value(key).trim() !== ""))
+      ),
+      max: Config.integer("CTXO_TENANT_MAX_CONCURRENT").pipe(Config.withDefault(16))
+    })
+    const apiKeys = yield* readKeys(keys.list, keys.file)
+    return { ...s, apiKeys, adminKey: keys.admin, tenantMaxConcurrent: keys.max } satisfies Settings
+  })
 )
 
 export const layerTest = (
@@ -72,5 +91,8 @@ export const layerTest = (
     maxSteps: 8,
     upstreamTimeoutMs: 10_000,
     logFormat: "pretty",
+    apiKeys: [],
+    adminKey: Option.none(),
+    tenantMaxConcurrent: 16,
     ...overrides
   })

@@ -16,11 +16,12 @@ import { Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Deferred, Effect, Either, Layer, Stream } from "effect"
+import { Deferred, Effect, Either, FiberRef, Layer, Stream } from "effect"
 import { toApiError } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { OpenAILive } from "./OpenAIHttp.ts"
 import { Shutdown } from "./Shutdown.ts"
+import { CurrentTenant, Tenancy } from "./Tenancy.ts"
 
 const wire = Effect.mapError(toApiError)
 
@@ -193,9 +194,11 @@ export const ChatLive = HttpApiBuilder.group(Api, "chat", (handlers) =>
         >()
       const config = yield* GatewayConfig
       const shutdown = yield* Shutdown
+      const tenant = yield* FiberRef.get(CurrentTenant)
       const events = chat(
         {
           sessionId: path.id,
+          scope: tenant,
           message: payload.message,
           ...(payload.model === undefined ? {} : { model: payload.model }),
           ...(payload.idempotencyKey === undefined ? {} : { idempotencyKey: payload.idempotencyKey })
@@ -210,6 +213,32 @@ export const ChatLive = HttpApiBuilder.group(Api, "chat", (handlers) =>
   )
 )
 
+export const AdminLive = HttpApiBuilder.group(Api, "admin", (handlers) =>
+  handlers.handle("tenants", () =>
+    Effect.gen(function* () {
+      const tenancy = yield* Tenancy
+      const store = yield* Store
+      const tenants = yield* Effect.forEach(tenancy.tenants, (tenant) =>
+        store.listSessions.pipe(
+          Effect.locally(CurrentTenant, tenant),
+          Effect.map((sessions) => ({ tenant, sessions: sessions.length, dataDir: tenancy.rootOf(tenant) })),
+          wire
+        )
+      )
+      return { tenants }
+    })
+  )
+)
+
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthLive, SessionsLive, FilesLive, BlocksLive, ContextLive, ChatLive, OpenAILive])
+  Layer.provide([
+    HealthLive,
+    SessionsLive,
+    FilesLive,
+    BlocksLive,
+    ContextLive,
+    ChatLive,
+    OpenAILive,
+    AdminLive
+  ])
 )

@@ -26,9 +26,10 @@ import { Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Either, Schema, Stream } from "effect"
+import { Effect, Either, FiberRef, Schema, Stream } from "effect"
 import { toApiError } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
+import { CurrentTenant } from "./Tenancy.ts"
 
 const openAIError = (
   status: number,
@@ -121,6 +122,7 @@ const chatCompletions = Effect.gen(function* () {
   const registry = yield* ModelRegistry
   const tokenizer = yield* Tokenizer
   const model = yield* registry.resolve(body.model)
+  const tenant = yield* FiberRef.get(CurrentTenant)
   const sessionId =
     request.headers["x-ctxo-session"] ??
     (typeof body.metadata?.session_id === "string" ? body.metadata.session_id : undefined)
@@ -189,15 +191,18 @@ const chatCompletions = Effect.gen(function* () {
             arguments: c.function.arguments
           }))
         })
-        if (answer.usage) observeUsage(sessionId, answer.usage.prompt_tokens + answer.usage.completion_tokens)
+        if (answer.usage)
+          observeUsage(sessionId, answer.usage.prompt_tokens + answer.usage.completion_tokens, tenant)
         return HttpServerResponse.unsafeJson(answer)
-      })
+      }),
+      tenant
     )
   }
   // Streaming: chunks are passed on as they come; the answer is recorded when the stream ends whole.
   const prepared = yield* withSessionTurn(
     sessionId,
-    prepareSessionRequest({ sessionId, body, ...(idempotencyKey ? { idempotencyKey } : {}) })
+    prepareSessionRequest({ sessionId, body, ...(idempotencyKey ? { idempotencyKey } : {}) }),
+    tenant
   )
   const acc = accumulator()
   const context = yield* Effect.context<Effect.Effect.Context<ReturnType<typeof recordAnswer>>>()
@@ -217,9 +222,10 @@ const chatCompletions = Effect.gen(function* () {
                 turn: prepared.turn,
                 content: text === "" ? null : text,
                 toolCalls: calls
-              })
+              }),
+              tenant
             )
-            if (usage !== undefined) observeUsage(sessionId, usage)
+            if (usage !== undefined) observeUsage(sessionId, usage, tenant)
             return "data: [DONE]\n\n"
           }).pipe(Effect.provide(context))
         )

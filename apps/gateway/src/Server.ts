@@ -8,14 +8,10 @@
  * handlers' errors: `{ "error": { "tag", "message", "details" } }`.
  */
 import { createServer } from "node:http"
-import { resolve } from "node:path"
 import * as ModelClient from "@ctxo/agent/ModelClient"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
-import * as Workspace from "@ctxo/compiler/Workspace"
-import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Summarizer from "@ctxo/history/Summarizer"
-import * as Store from "@ctxo/store/Store"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpApiScalar from "@effect/platform/HttpApiScalar"
@@ -30,6 +26,8 @@ import { Effect, Layer, Option } from "effect"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { ApiLive } from "./Http.ts"
 import * as Shutdown from "./Shutdown.ts"
+import * as Tenancy from "./Tenancy.ts"
+import * as TenantServices from "./TenantServices.ts"
 
 let requestCounter = 0
 const newRequestId = () => `req-${Date.now().toString(36)}-${(requestCounter++).toString(36)}`
@@ -72,8 +70,14 @@ const normalizeError = (
   )
 }
 
+const inFlight = new Map<string, number>()
+
+/** The caller's key: `Authorization: Bearer <key>` (what OpenAI clients send) or `x-api-key`. */
+const keyOf = (request: HttpServerRequest.HttpServerRequest) =>
+  /^Bearer\s+(.+)$/i.exec(request.headers.authorization ?? "")?.[1]?.trim() ?? request.headers["x-api-key"]
+
 export const middleware =
-  (maxBodyBytes: number) =>
+  (maxBodyBytes: number, access: Tenancy.Access) =>
   <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -96,9 +100,48 @@ export const middleware =
           "PayloadTooLarge",
           `The body is over the limit of ${maxBodyBytes} bytes (CTXO_MAX_BODY_BYTES)`
         ).pipe(HttpServerResponse.setStatus(413))
+      // Who is asking: with keys configured, every endpoint but health needs one.
+      let tenant = Tenancy.DEFAULT_TENANT
+      const path = request.url.split("?")[0] ?? ""
+      if (access.enabled && path !== "/healthz" && path !== "/readyz") {
+        const key = keyOf(request)
+        const admin = key !== undefined && access.isAdmin(key)
+        const keyTenant = key === undefined ? Option.none() : access.tenantOf(key)
+        if (path.startsWith("/admin/")) {
+          if (!admin)
+            return Option.isSome(keyTenant)
+              ? errorBody("Forbidden", "This key has no right to the management endpoints").pipe(
+                  HttpServerResponse.setStatus(403)
+                )
+              : errorBody("Unauthorized", "A valid admin key is required (Authorization: Bearer <key>)").pipe(
+                  HttpServerResponse.setStatus(401)
+                )
+        } else if (Option.isNone(keyTenant)) {
+          return admin
+            ? errorBody("Forbidden", "The admin key manages tenants; it reads no tenant's data").pipe(
+                HttpServerResponse.setStatus(403)
+              )
+            : errorBody(
+                "Unauthorized",
+                key === undefined
+                  ? "An API key is required (Authorization: Bearer <key>)"
+                  : "The API key is not valid"
+              ).pipe(HttpServerResponse.setStatus(401))
+        } else tenant = keyTenant.value
+      }
+      // A tenant's requests in flight, up to its limit (with keys: one gateway, many tenants).
+      const busy = inFlight.get(tenant) ?? 0
+      if (access.enabled && busy >= access.maxConcurrent)
+        return errorBody(
+          "TooManyRequests",
+          `Tenant ${tenant} has ${busy} requests in flight (limit ${access.maxConcurrent})`
+        ).pipe(HttpServerResponse.setStatus(429), HttpServerResponse.setHeader("retry-after", "1"))
+      inFlight.set(tenant, busy + 1)
       return yield* app.pipe(
         HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(maxBodyBytes))),
-        Effect.annotateLogs("requestId", id)
+        Effect.locally(Tenancy.CurrentTenant, tenant),
+        Effect.annotateLogs({ requestId: id, tenant }),
+        Effect.ensuring(Effect.sync(() => inFlight.set(tenant, (inFlight.get(tenant) ?? 1) - 1)))
       )
     })
 
@@ -106,14 +149,11 @@ export const middleware =
 export const services = Layer.unwrapEffect(
   Effect.gen(function* () {
     const config = yield* GatewayConfig
-    const dataDir = resolve(config.dataDir)
     const summarizer = Option.isSome(config.upstreamApiKey)
       ? Summarizer.layerOpenAIConfig
       : Summarizer.layerDeterministic
     return Layer.mergeAll(
-      Store.layer(dataDir),
-      HistoryStore.layerFile(dataDir),
-      Workspace.layer(dataDir),
+      TenantServices.layer,
       ModelRegistry.layerConfig([]),
       Tokenizer.layer(),
       summarizer,
@@ -128,8 +168,10 @@ export const services = Layer.unwrapEffect(
 
 /** The HTTP app (routes, docs, OpenAPI) over the services; no server yet (tests add one). */
 export const app = Layer.unwrapEffect(
-  Effect.map(GatewayConfig, (config) =>
-    HttpApiBuilder.serve(middleware(config.maxBodyBytes)).pipe(
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    const access = yield* Tenancy.Tenancy
+    return HttpApiBuilder.serve(middleware(config.maxBodyBytes, access)).pipe(
       Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
       Layer.provide(ApiLive),
@@ -137,8 +179,8 @@ export const app = Layer.unwrapEffect(
       Layer.provide(Shutdown.layer),
       HttpServer.withLogAddress
     )
-  )
-)
+  })
+).pipe(Layer.provide(Tenancy.layer))
 
 /** The gateway listening on HOST:PORT. */
 export const server = Layer.unwrapEffect(

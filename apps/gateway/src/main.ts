@@ -1,12 +1,13 @@
 /**
  * `pnpm start`: the gateway on its embedded default. An empty data directory is seeded with the
- * example data; without an upstream API key the local deterministic model answers. SIGINT and
- * SIGTERM close the server after open requests end or are interrupted.
+ * example data; without an upstream API key the local deterministic model answers; without API
+ * keys (CTXO_API_KEYS) it serves one tenant without authentication and listens on 127.0.0.1 only.
+ * SIGINT and SIGTERM close the server: open chat streams end with a Shutdown event.
  */
 import { resolve } from "node:path"
 import { seedIfEmpty } from "@ctxo/store/Store"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Effect, Layer, Logger } from "effect"
+import { Effect, Layer, Logger, Option } from "effect"
 import * as GatewayConfig from "./GatewayConfig.ts"
 import { server } from "./Server.ts"
 
@@ -14,10 +15,24 @@ const program = Effect.gen(function* () {
   const config = yield* GatewayConfig.GatewayConfig
   const run = Effect.gen(function* () {
     const dataDir = resolve(config.dataDir)
-    if (yield* seedIfEmpty(dataDir, config.seedDir))
-      yield* Effect.logInfo(`Seeded ${dataDir} with the example data`)
+    const open = config.apiKeys.length === 0 && Option.isNone(config.adminKey)
+    if (open) {
+      if (yield* seedIfEmpty(dataDir, config.seedDir))
+        yield* Effect.logInfo(`Seeded ${dataDir} with the example data`)
+      yield* Effect.logWarning(
+        `No API keys configured (CTXO_API_KEYS): serving one tenant without authentication, on 127.0.0.1 only${config.host === "127.0.0.1" ? "" : ` (HOST=${config.host} ignored)`}`
+      )
+    } else {
+      const tenants = new Set(config.apiKeys.map((k) => k.tenant)).size
+      yield* Effect.logInfo(
+        `API keys for ${tenants} tenant${tenants === 1 ? "" : "s"}: every endpoint but /healthz and /readyz needs one; tenant data under ${dataDir}/tenants`
+      )
+    }
     yield* Effect.logInfo(`Data directory ${dataDir}; default model ${config.model}`)
-    return yield* Layer.launch(server)
+    const effective = open ? { ...config, host: "127.0.0.1" } : config
+    return yield* Layer.launch(
+      server.pipe(Layer.provide(Layer.succeed(GatewayConfig.GatewayConfig, effective)))
+    )
   })
   // One logger for everything: JSON lines when asked, else the readable one.
   return yield* run.pipe(Effect.provide(config.logFormat === "json" ? Logger.json : Logger.pretty))

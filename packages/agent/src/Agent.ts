@@ -58,6 +58,8 @@ export interface AgentOptions {
 
 export interface ChatInput {
   readonly sessionId: string
+  /** Whose session it is (a tenant): sessions of different scopes never share state. */
+  readonly scope?: string
   readonly message: string
   readonly model?: string
   readonly idempotencyKey?: string
@@ -74,22 +76,23 @@ type ChatRequirements =
 
 // Per session: one turn at a time, the last reported usage (the compaction trigger) and the reads.
 const sessions = new Map<string, { lock: Effect.Semaphore; lastUsage: number; tracker: ReadTracker }>()
-const sessionState = (id: string) => {
-  let state = sessions.get(id)
+const sessionState = (id: string, scope = "") => {
+  const key = `${scope}\u0000${id}`
+  let state = sessions.get(key)
   if (state === undefined) {
     state = { lock: Effect.unsafeMakeSemaphore(1), lastUsage: 0, tracker: createReadTracker() }
-    sessions.set(id, state)
+    sessions.set(key, state)
   }
   return state
 }
 
 /** Runs `effect` as the session's only turn in flight (chat turns and API completions share it). */
-export const withSessionTurn = <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>) =>
-  sessionState(sessionId).lock.withPermits(1)(effect)
+export const withSessionTurn = <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>, scope?: string) =>
+  sessionState(sessionId, scope).lock.withPermits(1)(effect)
 
 /** Records the provider's reported usage of a session's last request (the compaction trigger). */
-export const observeUsage = (sessionId: string, tokens: number) => {
-  sessionState(sessionId).lastUsage = tokens
+export const observeUsage = (sessionId: string, tokens: number, scope?: string) => {
+  sessionState(sessionId, scope).lastUsage = tokens
 }
 
 const runTurn = (input: ChatInput, options: AgentOptions, emit: (event: ChatEvent) => Effect.Effect<void>) =>
@@ -99,7 +102,7 @@ const runTurn = (input: ChatInput, options: AgentOptions, emit: (event: ChatEven
     const client = yield* ModelClient
     const history = yield* HistoryStore
     const sid = input.sessionId
-    const state = sessionState(sid)
+    const state = sessionState(sid, input.scope)
     // The client's model, else the session manifest's, else the gateway's default.
     const store = yield* Store
     const manifestText = yield* store.readFile(sid, "context-config.json").pipe(
@@ -214,7 +217,7 @@ export const chat = (
     Effect.gen(function* () {
       const queue = yield* Queue.unbounded<ChatEvent | null>()
       const emit = (event: ChatEvent) => Queue.offer(queue, event).pipe(Effect.asVoid)
-      yield* sessionState(input.sessionId)
+      yield* sessionState(input.sessionId, input.scope)
         .lock.withPermits(1)(runTurn(input, options, emit))
         .pipe(
           Effect.catchAll((e) =>

@@ -231,6 +231,16 @@ export class OpenAIGroup extends HttpApiGroup.make("openai")
       )
   ) {}
 
+export class AdminGroup extends HttpApiGroup.make("admin").add(
+  HttpApiEndpoint.get("tenants", "/admin/tenants").addSuccess(
+    Schema.Struct({
+      tenants: Schema.Array(
+        Schema.Struct({ tenant: Schema.String, sessions: Schema.Number, dataDir: Schema.String })
+      )
+    })
+  )
+) {}
+
 /** Every endpoint can answer with any of the wire errors (the status says which). */
 export class Api extends HttpApi.make("ctxo")
   .addError(BadRequestWire)
@@ -245,5 +255,6 @@ export class Api extends HttpApi.make("ctxo")
   .add(ContextGroup)
   .add(ChatGroup)
   .add(OpenAIGroup)
+  .add(AdminGroup)
   .annotate(OpenApi.Title, "ctxo gateway")
   .annotate(OpenApi.Version, "0.1.0") {}
