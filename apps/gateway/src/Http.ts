@@ -6,12 +6,14 @@
 import { chat, sseFrame } from "@ctxo/agent/Agent"
 import { ModelClient } from "@ctxo/agent/ModelClient"
 import { Api, type BlockNode, ChatRequest } from "@ctxo/api/Api"
-import { BadRequest } from "@ctxo/api/ApiErrors"
+import { BadRequest, Unprocessable } from "@ctxo/api/ApiErrors"
 import type { Block } from "@ctxo/blocks/Block"
 import { parseJsonBlocks } from "@ctxo/blocks/JsonBlocks"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
 import { compile } from "@ctxo/compiler/Compile"
 import { parseManifest } from "@ctxo/compiler/Manifest"
+import { HistoryStore } from "@ctxo/history/HistoryStore"
+import { toRecordedSession } from "@ctxo/replay/Record"
 import { Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -230,6 +232,57 @@ export const AdminLive = HttpApiBuilder.group(Api, "admin", (handlers) =>
   )
 )
 
+export const RecordingLive = HttpApiBuilder.group(Api, "recording", (handlers) =>
+  handlers.handle("session", ({ path }) =>
+    Effect.gen(function* () {
+      const store = yield* Store
+      const history = yield* HistoryStore
+      const tenant = yield* FiberRef.get(CurrentTenant)
+      const record = yield* store.getSession(path.id).pipe(wire)
+      const files: Record<string, string> = {}
+      for (const f of yield* store.listFiles(path.id).pipe(wire))
+        if (f.path !== "messages.json" && !f.path.startsWith("tool-results/"))
+          files[f.path] = (yield* store.readFile(path.id, f.path).pipe(wire)).content
+      const manifest = yield* Either.match(
+        parseManifest(files["context-config.json"] ?? "{}", `${path.id}/context-config.json`),
+        {
+          onLeft: (e) => Effect.fail(toApiError(e)),
+          onRight: Effect.succeed
+        }
+      )
+      const prompts: Array<string> = []
+      for (const p of manifest.systemPrompt)
+        if (p.type === "global")
+          prompts.push((yield* store.readFile(undefined, p.file).pipe(wire)).content.trim())
+      const doc = yield* history.load(path.id).pipe(wire)
+      const fullResults = new Map<string, unknown>()
+      for (const m of doc.messages)
+        for (const p of m.parts)
+          if (p._tag === "tool-result" && p.full !== undefined)
+            fullResults.set(
+              p.callId,
+              yield* history.readFullResult(path.id, p.callId).pipe(Effect.orElseSucceed(() => undefined))
+            )
+      const recorded = toRecordedSession({
+        id: path.id,
+        description: record.concept === "" ? `recorded from session ${path.id}` : record.concept,
+        history: doc,
+        files,
+        systemPrompt: prompts.join("\n\n"),
+        fullResults,
+        tenant,
+        now: new Date().toISOString()
+      })
+      if (recorded.turns.length === 0)
+        return yield* new Unprocessable({
+          tag: "NothingRecorded",
+          message: `Session ${path.id} has no turn to record yet`
+        })
+      return recorded
+    })
+  )
+)
+
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide([
     HealthLive,
@@ -239,6 +292,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     ContextLive,
     ChatLive,
     OpenAILive,
-    AdminLive
+    AdminLive,
+    RecordingLive
   ])
 )

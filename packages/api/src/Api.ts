@@ -138,6 +138,16 @@ export class FilesGroup extends HttpApiGroup.make("files")
       .addSuccess(HttpApiSchema.NoContent)
   ) {}
 
+export class RecordingGroup extends HttpApiGroup.make("recording").add(
+  HttpApiEndpoint.get("session", "/api/sessions/:id/recording")
+    .setPath(SessionPath)
+    .addSuccess(Schema.Unknown)
+    .annotate(
+      OpenApi.Description,
+      "The session as a recorded session (ctxo.session/v1): save it under fixtures/sessions/ and `ctxo replay` and `pnpm eval` run it."
+    )
+) {}
+
 export class BlocksGroup extends HttpApiGroup.make("blocks")
   .add(HttpApiEndpoint.get("profile", "/api/profile/blocks").addSuccess(Schema.Array(BlockNode)))
   .add(
@@ -256,5 +266,6 @@ export class Api extends HttpApi.make("ctxo")
   .add(ChatGroup)
   .add(OpenAIGroup)
   .add(AdminGroup)
+  .add(RecordingGroup)
   .annotate(OpenApi.Title, "ctxo gateway")
   .annotate(OpenApi.Version, "0.1.0") {}
