@@ -19,12 +19,15 @@ import { Effect, Schema } from "effect"
 import type { RawBody } from "./ModelClient.ts"
 
 /** A request the model cannot take: what the input needs, what the window leaves. */
-export class ContextTooLong extends Schema.TaggedError<ContextTooLong>("@ctxo/agent/ContextTooLong")("ContextTooLong", {
-  model: Schema.String,
-  tokens: Schema.Number,
-  limit: Schema.Number,
-  reason: Schema.String
-}) {
+export class ContextTooLong extends Schema.TaggedError<ContextTooLong>("@ctxo/agent/ContextTooLong")(
+  "ContextTooLong",
+  {
+    model: Schema.String,
+    tokens: Schema.Number,
+    limit: Schema.Number,
+    reason: Schema.String
+  }
+) {
   override get message() {
     return `This model's maximum context is ${this.limit} tokens for the input, but the request needs ${this.tokens}: ${this.reason}`
   }
@@ -45,7 +48,11 @@ export const contentText = (content: unknown): string =>
   typeof content === "string"
     ? content
     : Array.isArray(content)
-      ? content.map((p) => (typeof p === "object" && p !== null && (p as Msg).type === "text" ? String((p as Msg).text) : "")).join("")
+      ? content
+          .map((p) =>
+            typeof p === "object" && p !== null && (p as Msg).type === "text" ? String((p as Msg).text) : ""
+          )
+          .join("")
       : ""
 
 const asChatMessage = (m: Msg): ChatMessage => ({
@@ -54,11 +61,13 @@ const asChatMessage = (m: Msg): ChatMessage => ({
   ...(typeof m.name === "string" ? { name: m.name } : {}),
   ...(Array.isArray(m.tool_calls)
     ? {
-        toolCalls: (m.tool_calls as Array<{ id: string; function: { name: string; arguments: string } }>).map((c) => ({
-          id: c.id,
-          name: c.function.name,
-          arguments: c.function.arguments
-        }))
+        toolCalls: (m.tool_calls as Array<{ id: string; function: { name: string; arguments: string } }>).map(
+          (c) => ({
+            id: c.id,
+            name: c.function.name,
+            arguments: c.function.arguments
+          })
+        )
       }
     : {})
 })
@@ -79,10 +88,18 @@ export const fitMessages = (options: {
   readonly tools?: ReadonlyArray<Msg>
 }) => {
   const count = (list: ReadonlyArray<Msg>) =>
-    options.counter.countMessages(list.map(asChatMessage), options.tools ? { tools: options.tools.map((t) => (t.function ?? t) as never) } : {})
+    options.counter.countMessages(
+      list.map(asChatMessage),
+      options.tools ? { tools: options.tools.map((t) => (t.function ?? t) as never) } : {}
+    )
   const lead: Array<Msg> = []
   let i = 0
-  for (; i < options.messages.length && (options.messages[i]!.role === "system" || options.messages[i]!.role === "developer"); i++)
+  for (
+    ;
+    i < options.messages.length &&
+    (options.messages[i]!.role === "system" || options.messages[i]!.role === "developer");
+    i++
+  )
     lead.push(options.messages[i]!)
   const turns: Array<Array<Msg>> = []
   for (const m of options.messages.slice(i)) {
@@ -121,21 +138,27 @@ export const prepareSessionRequest = (options: {
     const { sessionId: sid, body } = options
     const history = yield* HistoryStore
     const trailing: Array<Msg> = []
-    for (let i = body.messages.length - 1; i >= 0 && body.messages[i]!.role === "tool"; i--) trailing.unshift(body.messages[i]!)
+    for (let i = body.messages.length - 1; i >= 0 && body.messages[i]!.role === "tool"; i--)
+      trailing.unshift(body.messages[i]!)
     let turn: number
     if (trailing.length > 0) {
       // Results of the tool calls the model made in this session's running turn.
       const doc = yield* history.load(sid)
       const calls = new Map<string, { turn: number; name: string }>()
       for (const m of doc.messages)
-        for (const p of m.parts) if (p._tag === "tool-call") calls.set(p.callId, { turn: m.meta.turn, name: p.name })
-      const answered = new Set(doc.messages.flatMap((m) => m.parts.flatMap((p) => (p._tag === "tool-result" ? [p.callId] : []))))
+        for (const p of m.parts)
+          if (p._tag === "tool-call") calls.set(p.callId, { turn: m.meta.turn, name: p.name })
+      const answered = new Set(
+        doc.messages.flatMap((m) => m.parts.flatMap((p) => (p._tag === "tool-result" ? [p.callId] : [])))
+      )
       turn = 0
       for (const m of trailing) {
         const id = String(m.tool_call_id)
         const call = calls.get(id)
         if (call === undefined)
-          return yield* new InvalidCompletionRequest({ reason: `tool result ${id} answers no tool call of this session` })
+          return yield* new InvalidCompletionRequest({
+            reason: `tool result ${id} answers no tool call of this session`
+          })
         turn = call.turn
         if (answered.has(id)) continue
         const text = contentText(m.content)
@@ -149,7 +172,8 @@ export const prepareSessionRequest = (options: {
       }
     } else {
       const user = [...body.messages].reverse().find((m) => m.role === "user")
-      if (user === undefined) return yield* new InvalidCompletionRequest({ reason: "messages has no user message" })
+      if (user === undefined)
+        return yield* new InvalidCompletionRequest({ reason: "messages has no user message" })
       const began = yield* startTurn(sid, {
         input: contentText(user.content),
         ...(options.idempotencyKey === undefined ? {} : { inputKey: options.idempotencyKey })
@@ -157,7 +181,13 @@ export const prepareSessionRequest = (options: {
       turn = began.turn
     }
     const doc = yield* history.load(sid)
-    const compiled = yield* compile({ sessionId: sid, model: body.model, format: "openai", history: doc, query: "" })
+    const compiled = yield* compile({
+      sessionId: sid,
+      model: body.model,
+      format: "openai",
+      history: doc,
+      query: ""
+    })
     const { messages: _messages, metadata: _metadata, ...params } = body
     const forward: RawBody = {
       ...params,
@@ -172,7 +202,11 @@ export const recordAnswer = (options: {
   readonly sessionId: string
   readonly turn: number
   readonly content: string | null
-  readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: string }>
+  readonly toolCalls: ReadonlyArray<{
+    readonly id: string
+    readonly name: string
+    readonly arguments: string
+  }>
 }) =>
   Effect.gen(function* () {
     if (options.toolCalls.length === 0) {

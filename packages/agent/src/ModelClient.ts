@@ -67,7 +67,10 @@ export const make = (client: OpenAI, upstream: string, timeoutMs: number): Servi
     Effect.tryPromise({
       try: (signal) =>
         client.chat.completions.create(
-          { ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming), stream: false },
+          {
+            ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming),
+            stream: false
+          },
           { signal, timeout: timeoutMs, maxRetries: 0 }
         ),
       catch: toUpstreamError
@@ -82,7 +85,10 @@ export const make = (client: OpenAI, upstream: string, timeoutMs: number): Servi
         const stream = yield* Effect.tryPromise({
           try: () =>
             client.chat.completions.create(
-              { ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming), stream: true },
+              {
+                ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming),
+                stream: true
+              },
               { signal: controller.signal, timeout: timeoutMs, maxRetries: 0 }
             ),
           catch: toUpstreamError

@@ -277,7 +277,9 @@ export const compile = (options: CompileOptions) =>
     const input = query === "" ? "" : [withMentionReminder(query), ...resolved].join("\n\n")
 
     // --- model and budget
-    const model = yield* registry.resolve(options.model ?? manifest.model ?? options.defaultModel ?? DEFAULT_MODEL)
+    const model = yield* registry.resolve(
+      options.model ?? manifest.model ?? options.defaultModel ?? DEFAULT_MODEL
+    )
     if (model.fallback !== undefined) warnings.push(model.fallback)
     const counter = yield* tokenizer.counter(model)
     const format = options.format ?? (model.provider === "anthropic" ? "anthropic" : "openai")
