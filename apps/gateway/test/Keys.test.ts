@@ -1,0 +1,43 @@
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Effect, Option, Redacted } from "effect"
+import { describe, expect, it } from "vitest"
+import { parseKeyList, readKeys } from "../src/Keys.ts"
+import * as Tenancy from "../src/Tenancy.ts"
+
+describe("API keys", () => {
+  it("reads key:tenant lists and key files, and refuses short keys and bad tenant names", async () => {
+    const file = join(mkdtempSync(join(tmpdir(), "ctxo-keys-")), "keys.json")
+    writeFileSync(file, JSON.stringify({ keys: [{ key: "file-key-0123456789", tenant: "initech" }] }))
+    const keys = await Effect.runPromise(
+      readKeys(
+        Option.some(Redacted.make("list-key-0123456789:acme, other-key-0123456789:globex")),
+        Option.some(file)
+      )
+    )
+    expect(keys.map((k) => k.tenant)).toEqual(["acme", "globex", "initech"])
+    const short = await Effect.runPromise(Effect.flip(parseKeyList("short:acme")))
+    expect(short.message).toContain("at least 16 characters")
+    const badTenant = await Effect.runPromise(Effect.flip(parseKeyList("long-enough-key-0123:../etc")))
+    expect(badTenant.message).toContain("not a valid name")
+  })
+
+  it("matches keys by hash, gives each tenant its own data root, and knows the admin key", () => {
+    const access = Tenancy.make({
+      dataDir: "/srv/ctxo",
+      keys: [{ key: "list-key-0123456789", tenant: "acme" }],
+      adminKey: Option.some("admin-key-0123456789"),
+      maxConcurrent: 4
+    })
+    expect(access.enabled).toBe(true)
+    expect(access.tenantOf("list-key-0123456789")).toEqual(Option.some("acme"))
+    expect(access.tenantOf("list-key-012345678X")).toEqual(Option.none())
+    expect(access.isAdmin("admin-key-0123456789")).toBe(true)
+    expect(access.isAdmin("list-key-0123456789")).toBe(false)
+    expect(access.rootOf("acme")).toBe("/srv/ctxo/tenants/acme")
+    const open = Tenancy.make({ dataDir: "/srv/ctxo", keys: [], adminKey: Option.none(), maxConcurrent: 4 })
+    expect(open.enabled).toBe(false)
+    expect(open.rootOf(Tenancy.DEFAULT_TENANT)).toBe("/srv/ctxo")
+  })
+})
