@@ -76,6 +76,21 @@ const toResponse = (e: { readonly _tag: string; readonly message: string }) => {
 
 const sse = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`
 
+/** A completion of the answer already recorded for a turn (a retry of a finished one). */
+const completion = (model: string, content: string) => ({
+  id: `ctxo-replayed-${Date.now().toString(36)}`,
+  object: "chat.completion",
+  created: Math.floor(Date.now() / 1000),
+  model,
+  choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content } }]
+})
+const completionChunk = (model: string) => ({
+  id: `ctxo-replayed-${Date.now().toString(36)}`,
+  object: "chat.completion.chunk",
+  created: Math.floor(Date.now() / 1000),
+  model
+})
+
 /** The streamed answer, accumulated while it is passed on: text and tool calls. */
 const accumulator = () => {
   let text = ""
@@ -171,6 +186,8 @@ const chatCompletions = Effect.gen(function* () {
           body,
           ...(idempotencyKey ? { idempotencyKey } : {})
         })
+        if ("answered" in prepared)
+          return HttpServerResponse.unsafeJson(completion(body.model, prepared.answered))
         const answer = (yield* client.passthrough(prepared.forward)) as {
           choices: Array<{
             message: {
@@ -204,6 +221,20 @@ const chatCompletions = Effect.gen(function* () {
     prepareSessionRequest({ sessionId, body, ...(idempotencyKey ? { idempotencyKey } : {}) }),
     tenant
   )
+  if ("answered" in prepared)
+    return HttpServerResponse.stream(
+      Stream.make(
+        sse({
+          ...completionChunk(body.model),
+          choices: [
+            { index: 0, delta: { role: "assistant", content: prepared.answered }, finish_reason: null }
+          ]
+        }),
+        sse({ ...completionChunk(body.model), choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+        "data: [DONE]\n\n"
+      ).pipe(Stream.encodeText),
+      { contentType: "text/event-stream" }
+    )
   const acc = accumulator()
   const context = yield* Effect.context<Effect.Effect.Context<ReturnType<typeof recordAnswer>>>()
   const chunks = client

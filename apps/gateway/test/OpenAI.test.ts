@@ -72,6 +72,34 @@ describe("OpenAI-compatible API, with the official openai SDK as the client", ()
     ])
   })
 
+  it("takes the session from metadata.session_id too, and a retry with the same Idempotency-Key records the input once", async () => {
+    const ask = () =>
+      client.chat.completions.create(
+        {
+          model: "gpt-4o",
+          messages: [{ role: "user", content: "Summarize the notebook." }],
+          metadata: { session_id: "notebook-physics" }
+        },
+        { headers: { "Idempotency-Key": "nb-1" } }
+      )
+    const first = await ask()
+    const calls = gw.upstream.requests.length
+    const again = await ask()
+    // The retry gets the recorded answer without a second model call.
+    expect(again.choices[0]?.message.content).toBe(first.choices[0]?.message.content)
+    expect(gw.upstream.requests.length).toBe(calls)
+    const doc = history("notebook-physics")
+    const turn = doc.messages.find((m) => m.meta.inputKey === "nb-1")!.meta.turn
+    expect(doc.messages.filter((m) => m.meta.turn === turn && m.meta.kind === "final")).toHaveLength(1)
+    expect(
+      doc.messages.filter(
+        (m) =>
+          m.meta.kind === "input" &&
+          m.parts.some((p) => p._tag === "text" && p.text === "Summarize the notebook.")
+      )
+    ).toHaveLength(1)
+  })
+
   it("streams with tool calls: the client runs the tool, sends the result, and the turn goes on", async () => {
     gw.upstream.script(
       { type: "tool_calls", calls: [{ id: "call_w1", name: "get_weather", arguments: { city: "Paris" } }] },

@@ -14,6 +14,7 @@ import type { ResolvedModel } from "@ctxo/budget/ModelRegistry"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import { compile } from "@ctxo/compiler/Compile"
 import { HistoryStore } from "@ctxo/history/HistoryStore"
+import { textOf } from "@ctxo/history/Message"
 import { endTurn, recordStep, recordToolResult, startTurn } from "@ctxo/history/Recorder"
 import { Effect, Schema } from "effect"
 import type { RawBody } from "./ModelClient.ts"
@@ -179,6 +180,12 @@ export const prepareSessionRequest = (options: {
         ...(options.idempotencyKey === undefined ? {} : { inputKey: options.idempotencyKey })
       })
       turn = began.turn
+      if (began.finished) {
+        // A retry of a finished turn: its recorded answer, no model call.
+        const doc = yield* history.load(sid)
+        const final = doc.messages.find((m) => m.meta.turn === turn && m.meta.kind === "final")
+        return { turn, answered: final === undefined ? "" : textOf(final) } as const
+      }
     }
     const doc = yield* history.load(sid)
     const compiled = yield* compile({
@@ -194,7 +201,7 @@ export const prepareSessionRequest = (options: {
       model: body.model,
       messages: (compiled.request as { messages: ReadonlyArray<Msg> }).messages
     }
-    return { turn, forward, compiled }
+    return { turn, forward, compiled } as const
   })
 
 /** Records the model's answer: tool calls keep the turn going, text finishes it. */
