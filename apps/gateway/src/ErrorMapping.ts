@@ -1,4 +1,7 @@
-/** Domain errors onto the wire errors of the contract (`{ error: { tag, message, details } }`). */
+/**
+ * Domain results onto the contract: errors as wire errors (`{ error: { tag, message, details } }`),
+ * a compile as the preview the contract returns.
+ */
 import { BadRequest, Conflict, NotFound, ServerError, Unprocessable } from "@ctxo/api/ApiErrors"
 
 const NOT_FOUND = new Set(["SessionNotFound", "FileNotFound"])
@@ -24,3 +27,22 @@ export const toApiError = (e: { readonly _tag: string; readonly message: string 
   if (UNPROCESSABLE.has(fields.tag)) return new Unprocessable(fields)
   return new ServerError(fields)
 }
+
+/** A compile result as the contract's Preview. */
+export const toPreview = (result: {
+  readonly model: string
+  readonly format: string
+  readonly request: unknown
+  readonly report: unknown
+  readonly layers: ReadonlyArray<{ readonly id: string; readonly tokens: number; readonly messages?: number }>
+  readonly prefix: unknown
+  readonly warnings: ReadonlyArray<string>
+}) => ({
+  model: result.model,
+  format: result.format,
+  request: result.request,
+  report: result.report,
+  layers: result.layers,
+  prefix: result.prefix,
+  warnings: result.warnings
+})

@@ -19,7 +19,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Deferred, Effect, Either, FiberRef, Layer, Stream } from "effect"
-import { toApiError } from "./ErrorMapping.ts"
+import { toApiError, toPreview } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { OpenAILive } from "./OpenAIHttp.ts"
 import { Shutdown } from "./Shutdown.ts"
@@ -159,15 +159,7 @@ export const ContextLive = HttpApiBuilder.group(Api, "context", (handlers) =>
           ...(urlParams.format === undefined ? {} : { format: urlParams.format }),
           ...(urlParams.model === undefined ? {} : { model: urlParams.model })
         }).pipe(wire)
-        return {
-          model: result.model,
-          format: result.format,
-          request: result.request,
-          report: result.report,
-          layers: result.layers,
-          prefix: result.prefix,
-          warnings: result.warnings
-        }
+        return toPreview(result)
       })
     )
 )

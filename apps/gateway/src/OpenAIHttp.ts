@@ -27,7 +27,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Either, FiberRef, Schema, Stream } from "effect"
-import { toApiError } from "./ErrorMapping.ts"
+import { toApiError, toPreview } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { CurrentTenant } from "./Tenancy.ts"
 
@@ -324,15 +324,7 @@ export const OpenAILive = HttpApiBuilder.group(Api, "openai", (handlers) =>
           ...(payload.model === undefined ? {} : { model: payload.model }),
           ...(payload.format === undefined ? {} : { format: payload.format })
         }).pipe(Effect.provide(workspace), Effect.mapError(toApiError))
-        return {
-          model: result.model,
-          format: result.format,
-          request: result.request,
-          report: result.report,
-          layers: result.layers,
-          prefix: result.prefix,
-          warnings: result.warnings
-        }
+        return toPreview(result)
       })
     )
     .handleRaw("chatCompletions", () =>

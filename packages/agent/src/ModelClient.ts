@@ -61,21 +61,9 @@ const toUpstreamError = (e: unknown) =>
       })
     : new UpstreamError({ reason: e instanceof Error ? e.message : String(e) })
 
-export const make = (client: OpenAI, upstream: string, timeoutMs: number): Service => ({
-  upstream,
-  passthrough: (body) =>
-    Effect.tryPromise({
-      try: (signal) =>
-        client.chat.completions.create(
-          {
-            ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming),
-            stream: false
-          },
-          { signal, timeout: timeoutMs, maxRetries: 0 }
-        ),
-      catch: toUpstreamError
-    }),
-  passthroughStream: (body) =>
+export const make = (client: OpenAI, upstream: string, timeoutMs: number): Service => {
+  /** One streaming completion as its chunks; closing the stream aborts the request. */
+  const chunksOf = (body: RawBody) =>
     Stream.unwrapScoped(
       Effect.gen(function* () {
         const controller = yield* Effect.acquireRelease(
@@ -93,82 +81,83 @@ export const make = (client: OpenAI, upstream: string, timeoutMs: number): Servi
             ),
           catch: toUpstreamError
         })
-        return Stream.fromAsyncIterable(stream, toUpstreamError).pipe(
-          Stream.map((chunk) => chunk as unknown as Record<string, unknown>)
-        )
-      })
-    ),
-  complete: (request) =>
-    Stream.unwrapScoped(
-      Effect.gen(function* () {
-        const controller = yield* Effect.acquireRelease(
-          Effect.sync(() => new AbortController()),
-          (c) => Effect.sync(() => c.abort())
-        )
-        const stream = yield* Effect.tryPromise({
-          try: () =>
-            client.chat.completions.create(
-              {
-                model: request.model,
-                messages: request.messages as never,
-                ...(request.tools === undefined || request.tools.length === 0
-                  ? {}
-                  : { tools: request.tools as never }),
-                stream: true,
-                stream_options: { include_usage: true }
-              },
-              { signal: controller.signal, timeout: timeoutMs, maxRetries: 0 }
-            ),
-          catch: toUpstreamError
-        })
-        let text = ""
-        const calls = new Map<number, { id: string; name: string; arguments: string }>()
-        let usage: { inputTokens: number; outputTokens: number } | undefined
-        const deltas = Stream.fromAsyncIterable(stream, toUpstreamError).pipe(
-          Stream.timeoutFail(
-            () => new UpstreamError({ reason: `no data for ${timeoutMs} ms` }),
-            `${timeoutMs} millis`
-          ),
-          Stream.mapConcat(
-            (chunk: OpenAI.Chat.Completions.ChatCompletionChunk): ReadonlyArray<CompletionEvent> => {
-              if (chunk.usage)
-                usage = {
-                  inputTokens: chunk.usage.prompt_tokens,
-                  outputTokens: chunk.usage.completion_tokens
-                }
-              const delta = chunk.choices[0]?.delta
-              if (delta === undefined) return []
-              for (const call of delta.tool_calls ?? []) {
-                const current = calls.get(call.index) ?? { id: "", name: "", arguments: "" }
-                calls.set(call.index, {
-                  id: call.id ?? current.id,
-                  name: current.name + (call.function?.name ?? ""),
-                  arguments: current.arguments + (call.function?.arguments ?? "")
-                })
-              }
-              if (typeof delta.content === "string" && delta.content !== "") {
-                text += delta.content
-                return [{ _tag: "TextDelta", text: delta.content }]
-              }
-              return []
-            }
-          )
-        )
-        return Stream.concat<CompletionEvent, UpstreamError, never, CompletionEvent, never, never>(
-          deltas,
-          Stream.suspend(() => {
-            const done: CompletionEvent = {
-              _tag: "Done",
-              text,
-              toolCalls: [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c),
-              ...(usage === undefined ? {} : { usage })
-            }
-            return Stream.succeed(done)
-          })
-        )
+        return Stream.fromAsyncIterable(stream, toUpstreamError)
       })
     )
-})
+  return {
+    upstream,
+    passthrough: (body) =>
+      Effect.tryPromise({
+        try: (signal) =>
+          client.chat.completions.create(
+            {
+              ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming),
+              stream: false
+            },
+            { signal, timeout: timeoutMs, maxRetries: 0 }
+          ),
+        catch: toUpstreamError
+      }),
+    passthroughStream: (body) =>
+      chunksOf(body).pipe(Stream.map((chunk) => chunk as unknown as Record<string, unknown>)),
+    complete: (request) =>
+      Stream.unwrap(
+        Effect.sync(() => {
+          const stream = chunksOf({
+            model: request.model,
+            messages: request.messages,
+            ...(request.tools === undefined || request.tools.length === 0 ? {} : { tools: request.tools }),
+            stream_options: { include_usage: true }
+          })
+          let text = ""
+          const calls = new Map<number, { id: string; name: string; arguments: string }>()
+          let usage: { inputTokens: number; outputTokens: number } | undefined
+          const deltas = stream.pipe(
+            Stream.timeoutFail(
+              () => new UpstreamError({ reason: `no data for ${timeoutMs} ms` }),
+              `${timeoutMs} millis`
+            ),
+            Stream.mapConcat(
+              (chunk: OpenAI.Chat.Completions.ChatCompletionChunk): ReadonlyArray<CompletionEvent> => {
+                if (chunk.usage)
+                  usage = {
+                    inputTokens: chunk.usage.prompt_tokens,
+                    outputTokens: chunk.usage.completion_tokens
+                  }
+                const delta = chunk.choices[0]?.delta
+                if (delta === undefined) return []
+                for (const call of delta.tool_calls ?? []) {
+                  const current = calls.get(call.index) ?? { id: "", name: "", arguments: "" }
+                  calls.set(call.index, {
+                    id: call.id ?? current.id,
+                    name: current.name + (call.function?.name ?? ""),
+                    arguments: current.arguments + (call.function?.arguments ?? "")
+                  })
+                }
+                if (typeof delta.content === "string" && delta.content !== "") {
+                  text += delta.content
+                  return [{ _tag: "TextDelta", text: delta.content }]
+                }
+                return []
+              }
+            )
+          )
+          return Stream.concat<CompletionEvent, UpstreamError, never, CompletionEvent, never, never>(
+            deltas,
+            Stream.suspend(() => {
+              const done: CompletionEvent = {
+                _tag: "Done",
+                text,
+                toolCalls: [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c),
+                ...(usage === undefined ? {} : { usage })
+              }
+              return Stream.succeed(done)
+            })
+          )
+        })
+      )
+  }
+}
 
 export interface UpstreamOptions {
   readonly apiKey: Option.Option<Redacted.Redacted<string>>
