@@ -1,17 +1,16 @@
 /**
- * Replaying many sessions for many profiles: loading session files, running replays in parallel,
+ * Replaying many sessions for many profiles in this thread (see `Parallel` for worker threads):
+ * loading session files, running replays,
  * checking every invariant, and the JSON and Markdown reports `ctxo replay` writes.
  */
 
-import type { ModelRegistry } from "@ctxo/budget/ModelRegistry"
-import type { Tokenizer } from "@ctxo/budget/Tokenizer"
 import type { CompileResult } from "@ctxo/compiler/Compile"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Effect, Either } from "effect"
 import type { ReplayEvidence, Violation, Where } from "./Invariants.ts"
 import { check, formatViolation, INVARIANT_NUMBER, INVARIANTS } from "./Invariants.ts"
-import type { ContextCompiler, HistoryCompactor, Profile } from "./Replay.ts"
+import type { Profile } from "./Replay.ts"
 import { replaySession } from "./Replay.ts"
 import type { RecordedSession } from "./Session.ts"
 import { InvalidSession, parseSession } from "./Session.ts"
@@ -104,8 +103,6 @@ export const summarize = (
   compactions: evidence.reduce((n, e) => n + e.compactions.length, 0),
   seconds
 })
-
-export type RunRequirements = ContextCompiler | HistoryCompactor | ModelRegistry | Tokenizer
 
 /** The JSON report: totals, per invariant, per session and profile, and every violation. */
 export const jsonReport = (r: RunResult) => ({
