@@ -13,7 +13,13 @@ import {
   prepareSessionRequest,
   recordAnswer
 } from "@ctxo/agent/Completions"
-import { ModelClient, type RawBody, type UpstreamError } from "@ctxo/agent/ModelClient"
+import {
+  type Chunk,
+  chunkAccumulator,
+  ModelClient,
+  type RawBody,
+  type UpstreamError
+} from "@ctxo/agent/ModelClient"
 import { Api } from "@ctxo/api/Api"
 import { Unprocessable } from "@ctxo/api/ApiErrors"
 import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
@@ -90,35 +96,6 @@ const completionChunk = (model: string) => ({
   created: Math.floor(Date.now() / 1000),
   model
 })
-
-/** The streamed answer, accumulated while it is passed on: text and tool calls. */
-const accumulator = () => {
-  let text = ""
-  const calls = new Map<number, { id: string; name: string; arguments: string }>()
-  let usage: number | undefined
-  return {
-    add: (chunk: Record<string, unknown>) => {
-      const u = chunk.usage as { prompt_tokens?: number; completion_tokens?: number } | undefined
-      if (u) usage = (u.prompt_tokens ?? 0) + (u.completion_tokens ?? 0)
-      const delta = (chunk.choices as Array<{ delta?: Record<string, unknown> }> | undefined)?.[0]?.delta
-      if (delta === undefined) return
-      if (typeof delta.content === "string") text += delta.content
-      for (const c of (delta.tool_calls as Array<{
-        index: number
-        id?: string
-        function?: { name?: string; arguments?: string }
-      }>) ?? []) {
-        const now = calls.get(c.index) ?? { id: "", name: "", arguments: "" }
-        calls.set(c.index, {
-          id: c.id ?? now.id,
-          name: now.name + (c.function?.name ?? ""),
-          arguments: now.arguments + (c.function?.arguments ?? "")
-        })
-      }
-    },
-    result: () => ({ text, calls: [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c), usage })
-  }
-}
 
 const chatCompletions = Effect.gen(function* () {
   const request = yield* HttpServerRequest.HttpServerRequest
@@ -235,17 +212,17 @@ const chatCompletions = Effect.gen(function* () {
       ).pipe(Stream.encodeText),
       { contentType: "text/event-stream" }
     )
-  const acc = accumulator()
+  const acc = chunkAccumulator()
   const context = yield* Effect.context<Effect.Effect.Context<ReturnType<typeof recordAnswer>>>()
   const chunks = client
     .passthroughStream({ ...prepared.forward, stream_options: { include_usage: true } })
     .pipe(
-      Stream.tap((chunk) => Effect.sync(() => acc.add(chunk))),
+      Stream.tap((chunk) => Effect.sync(() => acc.add(chunk as Chunk))),
       Stream.map(sse),
       Stream.concat(
         Stream.fromEffect(
           Effect.gen(function* () {
-            const { text, calls, usage } = acc.result()
+            const { text, toolCalls: calls, usage } = acc.result()
             yield* withSessionTurn(
               sessionId,
               recordAnswer({
@@ -256,7 +233,7 @@ const chatCompletions = Effect.gen(function* () {
               }),
               tenant
             )
-            if (usage !== undefined) observeUsage(sessionId, usage, tenant)
+            if (usage !== undefined) observeUsage(sessionId, usage.inputTokens + usage.outputTokens, tenant)
             return "data: [DONE]\n\n"
           }).pipe(Effect.provide(context))
         )

@@ -88,11 +88,10 @@ export const fitMessages = (options: {
   readonly model: string
   readonly tools?: ReadonlyArray<Msg>
 }) => {
-  const count = (list: ReadonlyArray<Msg>) =>
-    options.counter.countMessages(
-      list.map(asChatMessage),
-      options.tools ? { tools: options.tools.map((t) => (t.function ?? t) as never) } : {}
-    )
+  // A request's count is its framing (and tool definitions) plus each message's own: count every
+  // message once, then drop whole turns by subtracting theirs.
+  const empty = options.counter.countMessages([])
+  const tokensOf = (m: Msg) => options.counter.countMessages([asChatMessage(m)]) - empty
   const lead: Array<Msg> = []
   let i = 0
   for (
@@ -102,17 +101,24 @@ export const fitMessages = (options: {
     i++
   )
     lead.push(options.messages[i]!)
-  const turns: Array<Array<Msg>> = []
+  const turns: Array<{ messages: Array<Msg>; tokens: number }> = []
   for (const m of options.messages.slice(i)) {
-    if (m.role === "user" || turns.length === 0) turns.push([m])
-    else turns.at(-1)!.push(m)
+    if (m.role === "user" || turns.length === 0) turns.push({ messages: [], tokens: 0 })
+    const turn = turns.at(-1)!
+    turn.messages.push(m)
+    turn.tokens += tokensOf(m)
   }
   let dropped = 0
-  let tokens = count([...lead, ...turns.flat()])
+  let tokens =
+    options.counter.countMessages(
+      [],
+      options.tools ? { tools: options.tools.map((t) => (t.function ?? t) as never) } : {}
+    ) +
+    lead.reduce((n, m) => n + tokensOf(m), 0) +
+    turns.reduce((n, t) => n + t.tokens, 0)
   while (tokens > options.limit && turns.length > 1) {
-    turns.shift()
+    tokens -= turns.shift()!.tokens
     dropped++
-    tokens = count([...lead, ...turns.flat()])
   }
   if (tokens > options.limit)
     return Effect.fail(
@@ -123,7 +129,7 @@ export const fitMessages = (options: {
         reason: "the system messages and the last turn alone do not fit"
       })
     )
-  return Effect.succeed({ messages: [...lead, ...turns.flat()], dropped, tokens })
+  return Effect.succeed({ messages: [...lead, ...turns.flatMap((t) => t.messages)], dropped, tokens })
 }
 
 /**

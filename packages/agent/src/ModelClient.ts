@@ -35,6 +35,56 @@ export type CompletionEvent =
       readonly usage?: { readonly inputTokens: number; readonly outputTokens: number }
     }
 
+/** A streamed completion chunk, as much of it as the accumulator reads. */
+export interface Chunk {
+  readonly usage?: { readonly prompt_tokens?: number; readonly completion_tokens?: number } | null
+  readonly choices?: ReadonlyArray<{
+    readonly delta?: {
+      readonly content?: string | null
+      readonly tool_calls?: ReadonlyArray<{
+        readonly index: number
+        readonly id?: string
+        readonly function?: { readonly name?: string; readonly arguments?: string }
+      }>
+    }
+  }>
+}
+
+/** Collects a streamed answer: its text, its tool calls (merged by index) and the usage. */
+export const chunkAccumulator = () => {
+  let text = ""
+  const calls = new Map<number, { id: string; name: string; arguments: string }>()
+  let usage: { inputTokens: number; outputTokens: number } | undefined
+  return {
+    /** Adds a chunk; returns its text ("" when it has none). */
+    add: (chunk: Chunk): string => {
+      if (chunk.usage)
+        usage = {
+          inputTokens: chunk.usage.prompt_tokens ?? 0,
+          outputTokens: chunk.usage.completion_tokens ?? 0
+        }
+      const delta = chunk.choices?.[0]?.delta
+      if (delta === undefined) return ""
+      for (const call of delta.tool_calls ?? []) {
+        const current = calls.get(call.index) ?? { id: "", name: "", arguments: "" }
+        calls.set(call.index, {
+          id: call.id ?? current.id,
+          name: current.name + (call.function?.name ?? ""),
+          arguments: current.arguments + (call.function?.arguments ?? "")
+        })
+      }
+      const piece = typeof delta.content === "string" ? delta.content : ""
+      text += piece
+      return piece
+    },
+    result: () => ({
+      text,
+      toolCalls: [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c),
+      usage
+    })
+  }
+}
+
 export interface CompletionRequest {
   readonly model: string
   readonly messages: ReadonlyArray<Record<string, unknown>>
@@ -109,46 +159,25 @@ export const make = (client: OpenAI, upstream: string, timeoutMs: number): Servi
             ...(request.tools === undefined || request.tools.length === 0 ? {} : { tools: request.tools }),
             stream_options: { include_usage: true }
           })
-          let text = ""
-          const calls = new Map<number, { id: string; name: string; arguments: string }>()
-          let usage: { inputTokens: number; outputTokens: number } | undefined
+          const acc = chunkAccumulator()
           const deltas = stream.pipe(
             Stream.timeoutFail(
               () => new UpstreamError({ reason: `no data for ${timeoutMs} ms` }),
               `${timeoutMs} millis`
             ),
-            Stream.mapConcat(
-              (chunk: OpenAI.Chat.Completions.ChatCompletionChunk): ReadonlyArray<CompletionEvent> => {
-                if (chunk.usage)
-                  usage = {
-                    inputTokens: chunk.usage.prompt_tokens,
-                    outputTokens: chunk.usage.completion_tokens
-                  }
-                const delta = chunk.choices[0]?.delta
-                if (delta === undefined) return []
-                for (const call of delta.tool_calls ?? []) {
-                  const current = calls.get(call.index) ?? { id: "", name: "", arguments: "" }
-                  calls.set(call.index, {
-                    id: call.id ?? current.id,
-                    name: current.name + (call.function?.name ?? ""),
-                    arguments: current.arguments + (call.function?.arguments ?? "")
-                  })
-                }
-                if (typeof delta.content === "string" && delta.content !== "") {
-                  text += delta.content
-                  return [{ _tag: "TextDelta", text: delta.content }]
-                }
-                return []
-              }
-            )
+            Stream.mapConcat((chunk): ReadonlyArray<CompletionEvent> => {
+              const text = acc.add(chunk)
+              return text === "" ? [] : [{ _tag: "TextDelta", text }]
+            })
           )
           return Stream.concat<CompletionEvent, UpstreamError, never, CompletionEvent, never, never>(
             deltas,
             Stream.suspend(() => {
+              const { text, toolCalls, usage } = acc.result()
               const done: CompletionEvent = {
                 _tag: "Done",
                 text,
-                toolCalls: [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c),
+                toolCalls,
                 ...(usage === undefined ? {} : { usage })
               }
               return Stream.succeed(done)

@@ -58,6 +58,25 @@ const attempt = <A>(f: () => Promise<A>) =>
     )
   )
 
+/** A session id as one checked path segment (the disk and memory workspaces share the rule). */
+const sessionSegment = (sessionId: string) =>
+  Effect.flatMap(
+    Either.match(sandboxPath(sessionId, `session ${sessionId}`), {
+      onLeft: Effect.fail,
+      onRight: Effect.succeed
+    }),
+    (id) =>
+      id.includes("/")
+        ? Effect.fail(
+            new UnresolvedReference({
+              ref: `session ${sessionId}`,
+              kind: "outside-sandbox",
+              reason: "a session id is one path segment"
+            })
+          )
+        : Effect.succeed(id)
+  )
+
 export const make = (root: string): Service => {
   const absoluteRoot = resolve(root)
   const contents = new Map<string, { readonly stamp: string; readonly text: string }>()
@@ -73,21 +92,9 @@ export const make = (root: string): Service => {
     new UnresolvedReference({ ref, kind: "missing-file", reason: e.message })
 
   const base = (scope: Scope, sessionId: string) =>
-    Effect.gen(function* () {
-      if (scope === "global") return absoluteRoot
-      const id = yield* Either.match(sandboxPath(sessionId, `session ${sessionId}`), {
-        onLeft: Effect.fail,
-        onRight: Effect.succeed
-      })
-      if (id.includes("/")) {
-        return yield* new UnresolvedReference({
-          ref: `session ${sessionId}`,
-          kind: "outside-sandbox",
-          reason: "a session id is one path segment"
-        })
-      }
-      return join(absoluteRoot, id)
-    })
+    scope === "global"
+      ? Effect.succeed(absoluteRoot)
+      : Effect.map(sessionSegment(sessionId), (id) => join(absoluteRoot, id))
   const realBase = (dir: string) =>
     Effect.gen(function* () {
       const cached = realBases.get(dir)
@@ -233,21 +240,8 @@ export interface MemoryFiles {
  */
 export const makeMemory = (files: MemoryFiles, root = "(memory)"): Service => {
   const sessionOf = (sessionId: string) =>
-    Effect.flatMap(
-      Either.match(sandboxPath(sessionId, `session ${sessionId}`), {
-        onLeft: Effect.fail,
-        onRight: Effect.succeed
-      }),
-      (id) =>
-        id.includes("/")
-          ? Effect.fail(
-              new UnresolvedReference({
-                ref: `session ${sessionId}`,
-                kind: "outside-sandbox",
-                reason: "a session id is one path segment"
-              })
-            )
-          : Effect.succeed(Object.hasOwn(files.sessions, id) ? files.sessions[id] : undefined)
+    Effect.map(sessionSegment(sessionId), (id) =>
+      Object.hasOwn(files.sessions, id) ? files.sessions[id] : undefined
     )
   const scopeFiles = (scope: Scope, sessionId: string) =>
     scope === "global" ? Effect.succeed<Readonly<Record<string, string>>>(files.global) : sessionOf(sessionId)
