@@ -1,34 +1,60 @@
 /**
- * The data root of seed 000 on disk:
+ * The data root on disk, and the only module that touches it (layout and naming rules in
+ * `Paths.ts`):
  *
- *   <root>/profile.md, system-prompt.md      global files
+ *   <root>/profile.md, system-prompt.md      global files (any regular file at the top)
  *   <root>/sessions.json                     thin records { id, concept, createdAt }
- *   <root>/<sessionId>/...                   context-config.json, session-prompt.md, messages.json, any file
+ *   <root>/<sessionId>/...                   context-config.json, messages.json, tool-results/, any file
  *
- * Every path is checked as written (relative, no `..`, no NUL, no drive or scheme) and again
- * after resolving symlinks (a link that leads out of the session is refused). Writes are atomic
- * (temp file, fsync, rename) and serialized per session; a write may carry the version it read
- * (`ifMatch`) and fails with VersionConflict when the file changed since. A version is the first
- * 16 hex digits of the SHA-256 of the content.
+ * One path rule, one session-id rule, one symlink rule, one lock per session and one file cache:
+ * - Files are opened first and checked where the opened file really is (`internal/safeFs.ts`), so
+ *   a symlink swapped in between a check and the open is never followed out. A session may touch
+ *   its own directory and the global files, never another session's folder, `sessions.json` or
+ *   tenant folders; a symlink is followed only when the file it leads to is one of those.
+ * - Writes are atomic (temporary file, fsync, rename) and never recreate a deleted session's
+ *   directory. Every write of a session (files, history, tool results) and its deletion take the
+ *   session's lock; a turn holds it for the whole turn (`withSessionLock` is re-entrant within
+ *   the fiber that holds it, so the turn's own writes pass).
+ * - Reads are cached by device, inode, modification time and size: an unchanged file is one
+ *   `stat`, and a changed or swapped one is read again through the checks.
+ * A version is the first 16 hex digits of the SHA-256 of the content; a write may carry the
+ * version it read (`ifMatch`) and fails with VersionConflict when the file changed since.
  */
-import { createHash } from "node:crypto"
 import type { Dirent } from "node:fs"
-import { cp, lstat, mkdir, readdir, readFile, realpath, rm, stat, unlink } from "node:fs/promises"
-import { dirname, join, relative, sep } from "node:path"
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
-import { Context, Effect, Layer, Schema } from "effect"
-import { writeFileAtomic } from "./Atomic.ts"
+import { cp, lstat, mkdir, readdir, realpath, rm, stat } from "node:fs/promises"
+import { basename, dirname, join, relative, resolve, sep } from "node:path"
+import { Context, Effect, Either, FiberRef, HashSet, Layer, Schema } from "effect"
+import { contentOf, nextText, versionCheck, versionOf, writeRefusal } from "./internal/fileEdits.ts"
+import {
+  errnoOf,
+  isInside,
+  OutsideError,
+  readInside,
+  stampNow,
+  unlinkInside,
+  writeInside
+} from "./internal/safeFs.ts"
+import {
+  checkPath,
+  checkSessionId,
+  cleanGlobalPath,
+  HISTORY_FILE,
+  INDEX_FILE,
+  isHistoryFile,
+  isTempFile,
+  TENANTS_DIR,
+  toolResultPath
+} from "./Paths.ts"
 import {
   FileNotFound,
-  InvalidRange,
   PathRefused,
   SessionExists,
   SessionNotFound,
   type StoreError,
-  StoreIOError,
-  VersionConflict
+  StoreIOError
 } from "./StoreErrors.ts"
+
+export { checkPath, checkSessionId, HISTORY_FILE, MANIFEST_FILE, SESSION_ID } from "./Paths.ts"
 
 export const SessionRecord = Schema.Struct({
   id: Schema.String,
@@ -56,20 +82,31 @@ export const FileContent = Schema.Struct({
 })
 export type FileContent = typeof FileContent.Type
 
-export const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
-/** Files the history recorder owns: written through it, never through the files API. */
-export const HISTORY_FILE = "messages.json"
-
 export interface WriteOptions {
   /** The version the writer read: the write fails when the file changed since ("" = must not exist). */
   readonly ifMatch?: string
   /** Replace only lines startLine..endLine (1-based, inclusive) with the content. */
   readonly startLine?: number
   readonly endLine?: number
+  /**
+   * Who writes: `model` (the agent's tools) may not write the session's control files
+   * (context-config.json) unless `allowControlFiles`; nobody but the history recorder writes
+   * messages.json or tool-results/.
+   */
+  readonly actor?: "user" | "model"
+  readonly allowControlFiles?: boolean
 }
+
+export type Scope = "global" | "session"
 
 export interface Service {
   readonly root: string
+  /**
+   * Which data root this request's sessions live in (the root's path; a gateway with tenants: the
+   * tenant's). Per-session state kept beside the store is keyed by it, so two tenants' sessions of
+   * the same id never share it.
+   */
+  readonly scope: Effect.Effect<string>
   readonly listSessions: Effect.Effect<ReadonlyArray<SessionRecord>, StoreError>
   readonly createSession: (input: {
     readonly id?: string
@@ -91,295 +128,498 @@ export interface Service {
     options?: WriteOptions
   ) => Effect.Effect<FileInfo, StoreError>
   readonly deleteFile: (sessionId: string, path: string, ifMatch?: string) => Effect.Effect<void, StoreError>
-  /** Runs `effect` holding the session's write lock (the history recorder and the files API share it). */
+  /** Runs `effect` holding the session's lock (writes, history, deletion and turns share it). */
   readonly withSessionLock: <A, E, R>(
     sessionId: string,
     effect: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E, R>
+
+  // --- reads for the compiler: undefined when the file does not exist
+  /** Whether the session has a directory in the data root. */
+  readonly hasSession: (sessionId: string) => Effect.Effect<boolean, StoreError>
+  /** A file's text (global: the data root's top; session: the session and the global files). */
+  readonly read: (
+    scope: Scope,
+    sessionId: string,
+    path: string
+  ) => Effect.Effect<string | undefined, StoreError>
+  readonly readMany: (
+    scope: Scope,
+    sessionId: string,
+    paths: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<string | undefined>, StoreError>
+  /** Files of the scope, recursively, relative, sorted (global: the top-level global files). */
+  readonly list: (scope: Scope, sessionId: string) => Effect.Effect<ReadonlyArray<string>, StoreError>
+
+  // --- history: the recorder's files (the layout is the store's)
+  readonly readHistory: (sessionId: string) => Effect.Effect<string | undefined, StoreError>
+  /** Writes messages.json atomically; the session's directory must exist (a deleted one stays gone). */
+  readonly writeHistory: (sessionId: string, text: string) => Effect.Effect<void, StoreError>
+  /** Keeps a full tool result; returns its path relative to the session. */
+  readonly writeToolResult: (
+    sessionId: string,
+    callId: string,
+    text: string
+  ) => Effect.Effect<string, StoreError>
+  readonly readToolResult: (
+    sessionId: string,
+    callId: string
+  ) => Effect.Effect<string | undefined, StoreError>
+
+  /** Removes temporary files that interrupted writes left; the number removed. */
+  readonly cleanTemporaryFiles: Effect.Effect<number, StoreError>
 }
 
 export class Store extends Context.Tag("@ctxo/store/Store")<Store, Service>() {}
 
-export const versionOf = (content: string): string =>
-  createHash("sha256").update(content).digest("hex").slice(0, 16)
+export { versionOf } from "./internal/fileEdits.ts"
 
-const splitLines = (text: string) => {
-  const lines = text.split("\n")
-  if (lines.length > 1 && lines.at(-1) === "") lines.pop()
-  return lines
+/** The locks this fiber holds (store root + session), so a turn's own writes do not wait on it. */
+const heldLocks = FiberRef.unsafeMake(HashSet.empty<string>())
+
+const decodeIndex = Schema.decodeUnknownEither(Schema.parseJson(Schema.Array(SessionRecord)))
+
+/** Keeps at most `max` entries, dropping the oldest. */
+const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
+  Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
+
+const bounded = <K, V>(map: Map<K, V>, max: number) => {
+  while (map.size > max) map.delete(map.keys().next().value as K)
 }
 
-/** A path as written: relative, forward slashes, no `..`, NUL, drive letters or URL schemes. */
-export const checkPath = (path: string): Effect.Effect<string, PathRefused> => {
-  const refuse = (reason: string) => Effect.fail(new PathRefused({ path, reason }))
-  if (path.length === 0) return refuse("empty path")
-  if (path.includes("\u0000")) return refuse("contains a NUL byte")
-  if (path.startsWith("/") || path.startsWith("\\") || /^[a-zA-Z]:/.test(path))
-    return refuse("absolute paths are not allowed")
-  if (/^[a-z][a-z0-9+.-]*:/i.test(path)) return refuse("URLs are not paths")
-  if (path.includes("\\")) return refuse("use / to separate directories")
-  const segments = path.split("/").filter((s) => s !== "" && s !== ".")
-  if (segments.some((s) => s === "..")) return refuse("leaves the session directory")
-  if (segments.length === 0) return refuse("names no file")
-  return Effect.succeed(segments.join("/"))
-}
-
-const checkSessionId = (id: string) =>
-  SESSION_ID.test(id)
-    ? Effect.succeed(id)
-    : Effect.fail(
-        new PathRefused({
-          path: id,
-          reason: "a session id is letters, digits, '.', '_' or '-' (at most 128)"
-        })
-      )
-
-const errno = (e: unknown) => (e as NodeJS.ErrnoException).code
-
-export const make = (root: string) =>
-  Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const pathService = yield* Path.Path
-    const io = (path: string, operation: string) => (e: unknown) =>
-      new StoreIOError({ path, operation, reason: e instanceof Error ? e.message : String(e) })
-    const attempt = <A>(path: string, operation: string, f: () => Promise<A>) =>
-      Effect.tryPromise({ try: f, catch: io(path, operation) })
-    const atomic = (file: string, text: string) =>
-      writeFileAtomic(file, text).pipe(
-        Effect.provideService(FileSystem.FileSystem, fs),
-        Effect.provideService(Path.Path, pathService),
-        Effect.mapError(io(file, "write"))
-      )
-
-    const locks = new Map<string, Effect.Semaphore>()
-    const lockOf = (key: string) => {
-      let lock = locks.get(key)
-      if (lock === undefined) {
-        lock = Effect.unsafeMakeSemaphore(1)
-        locks.set(key, lock)
-      }
-      return lock
-    }
-    const withSessionLock = <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>) =>
-      lockOf(sessionId).withPermits(1)(effect)
-    const indexLock = lockOf("\u0000sessions.json")
-
-    const indexFile = join(root, "sessions.json")
-    const readIndex = Effect.gen(function* () {
-      const text = yield* attempt(indexFile, "read", () => readFile(indexFile, "utf8")).pipe(
-        Effect.catchIf(
-          (e) => e.reason.includes("ENOENT"),
-          () => Effect.succeed("[]")
-        )
-      )
-      return yield* Schema.decodeUnknown(Schema.parseJson(Schema.Array(SessionRecord)))(text).pipe(
-        Effect.mapError((e) => new StoreIOError({ path: indexFile, operation: "parse", reason: e.message }))
+/** One lock per session of a store, re-entrant within the fiber holding it, dropped when idle. */
+export const sessionLocks = (storeKey: string) => {
+  const locks = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
+  return <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(FiberRef.get(heldLocks), (held) => {
+      const key = `${storeKey}\u0000${sessionId}`
+      if (HashSet.has(held, key)) return effect
+      return Effect.acquireUseRelease(
+        Effect.sync(() => {
+          let lock = locks.get(key)
+          if (lock === undefined) {
+            lock = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
+            locks.set(key, lock)
+          }
+          lock.users++
+          return lock
+        }),
+        (lock) => lock.semaphore.withPermits(1)(Effect.locally(effect, heldLocks, HashSet.add(held, key))),
+        (lock) =>
+          Effect.sync(() => {
+            lock.users--
+            if (lock.users === 0) locks.delete(key)
+          })
       )
     })
-    const writeIndex = (records: ReadonlyArray<SessionRecord>) =>
-      atomic(indexFile, `${JSON.stringify(records, null, 2)}\n`)
+}
 
-    const sessionDir = (id: string) => Effect.map(checkSessionId(id), (ok) => join(root, ok))
-    const getSession = (id: string) =>
-      Effect.gen(function* () {
-        yield* checkSessionId(id)
-        const found = (yield* readIndex).find((r) => r.id === id)
-        if (found === undefined) return yield* new SessionNotFound({ sessionId: id })
-        return found
-      })
+/** The store for a data root (created if missing). */
+export const makeUnsafe = (rootDir: string): Service => {
+  const root = resolve(rootDir)
+  // Paths inside messages are relative to the root: an error never shows the server's folders.
+  const shown = (path: string) => {
+    const rel = relative(root, path)
+    return rel === "" ? "(data root)" : rel.startsWith("..") ? basename(path) : rel.split(sep).join("/")
+  }
+  const scrub = (text: string) => text.split(root).join("(data root)")
+  const io = (path: string, operation: string) => (e: unknown) =>
+    new StoreIOError({
+      path: shown(path),
+      operation,
+      reason: scrub(e instanceof Error ? e.message : String(e))
+    })
+  const attempt = <A>(path: string, operation: string, f: () => Promise<A>) =>
+    Effect.tryPromise({ try: f, catch: io(path, operation) })
 
-    /** The file's absolute path, checked as written and after resolving symlinks. */
-    const resolvePath = (sessionId: string | undefined, path: string) =>
-      Effect.gen(function* () {
-        const clean = yield* checkPath(path)
-        const base = sessionId === undefined ? root : yield* sessionDir(sessionId)
-        if (sessionId !== undefined) yield* getSession(sessionId)
-        const full = join(base, clean)
-        const realBase = yield* attempt(base, "resolve", () => realpath(base)).pipe(
-          Effect.catchAll(() => Effect.succeed(base))
-        )
-        // The deepest existing ancestor (or the file) must resolve inside the base.
-        let probe = full
-        for (;;) {
-          const real = yield* Effect.promise(() => realpath(probe).catch(() => undefined))
-          if (real !== undefined) {
-            if (real !== realBase && !real.startsWith(`${realBase}${sep}`))
-              return yield* new PathRefused({ path, reason: "leads out of its directory through a symlink" })
-            break
-          }
-          if (probe === base) break
-          probe = dirname(probe)
-        }
-        return { clean, full }
-      })
-
-    const readText = (full: string, path: string) =>
-      attempt(path, "read", () => readFile(full, "utf8")).pipe(
-        Effect.catchIf(
-          (e) => e.reason.includes("ENOENT") || e.reason.includes("EISDIR"),
-          () => Effect.fail(new FileNotFound({ path }))
-        )
-      )
-    const infoOf = (full: string, clean: string, content: string) =>
-      Effect.map(
-        attempt(clean, "stat", () => stat(full)),
-        (s): FileInfo => ({
-          path: clean,
-          size: s.size,
-          version: versionOf(content),
-          modifiedAt: s.mtime.toISOString()
+  let rootReal: string | undefined
+  const ready = Effect.suspend(() =>
+    rootReal !== undefined
+      ? Effect.succeed(rootReal)
+      : attempt(root, "open", async () => {
+          await mkdir(root, { recursive: true })
+          rootReal = await realpath(root)
+          return rootReal
         })
-      )
+  )
 
-    const service: Service = {
-      root,
-      listSessions: readIndex,
-      createSession: (input) =>
+  const withSessionLock = sessionLocks(root)
+  const indexLock = Effect.unsafeMakeSemaphore(1)
+
+  // --- who may touch what
+  const isGlobalReal = (real: string, base: string) =>
+    dirname(real) === base && basename(real) !== INDEX_FILE && !basename(real).startsWith(".")
+  const sessionBase = (base: string, sessionId: string) => join(base, sessionId)
+  const allowedFor = (base: string, scope: Scope, sessionId: string) =>
+    scope === "global"
+      ? (real: string) => isGlobalReal(real, base)
+      : (real: string) => isInside(real, sessionBase(base, sessionId)) || isGlobalReal(real, base)
+
+  const cleanFor = (scope: Scope, path: string) =>
+    scope === "global"
+      ? Either.match(cleanGlobalPath(path), { onLeft: Effect.fail, onRight: Effect.succeed })
+      : checkPath(path)
+
+  // --- the index, cached by its stamp
+  const indexFile = join(root, INDEX_FILE)
+  let indexCache: { readonly stamp: string; readonly records: ReadonlyArray<SessionRecord> } | undefined
+  const readIndex = Effect.gen(function* () {
+    const base = yield* ready
+    const stamp = yield* Effect.promise(() => stampNow(indexFile))
+    if (stamp === undefined) return [] as ReadonlyArray<SessionRecord>
+    if (indexCache?.stamp === stamp) return indexCache.records
+    const read = yield* attempt(indexFile, "read", () =>
+      readInside(indexFile, (real) => dirname(real) === base)
+    )
+    if (read._tag !== "Read") return [] as ReadonlyArray<SessionRecord>
+    const records = yield* Either.match(decodeIndex(read.text), {
+      onLeft: () =>
+        Effect.fail(
+          new StoreIOError({
+            path: INDEX_FILE,
+            operation: "parse",
+            reason: "it is not a JSON array of session records"
+          })
+        ),
+      onRight: Effect.succeed
+    })
+    indexCache = { stamp: read.stamp, records }
+    return records
+  })
+  const writeAt = (
+    base: string,
+    dir: string,
+    path: string,
+    text: string,
+    allowed: (real: string) => boolean
+  ) =>
+    Effect.tryPromise({
+      try: () => writeInside(dir, path, text, allowed),
+      catch: (e) =>
+        e instanceof OutsideError
+          ? new PathRefused({ path, reason: "leads out of its directory through a symlink" })
+          : errnoOf(e) === "ENOENT" && dir !== base
+            ? new SessionNotFound({ sessionId: basename(dir) })
+            : // The caller's path conflicts with what is there: a file where a directory is
+              // needed, or a directory where the file would go (a client error, not the server's).
+              errnoOf(e) === "ENOTDIR" || errnoOf(e) === "EISDIR" || errnoOf(e) === "ENAMETOOLONG"
+              ? new PathRefused({
+                  path,
+                  reason:
+                    errnoOf(e) === "ENOTDIR"
+                      ? "a part of the path is a file, not a directory"
+                      : errnoOf(e) === "EISDIR"
+                        ? "a directory is in the way of the file"
+                        : "the path is too long for the file system"
+                })
+              : io(join(dir, path), "write")(e)
+    })
+  const writeIndex = (records: ReadonlyArray<SessionRecord>) =>
+    Effect.flatMap(ready, (base) =>
+      writeAt(base, base, INDEX_FILE, `${JSON.stringify(records, null, 2)}\n`, (real) => real === base)
+    )
+
+  const getSession = (id: string) =>
+    Effect.gen(function* () {
+      yield* checkSessionId(id)
+      const found = (yield* readIndex).find((r) => r.id === id)
+      if (found === undefined) return yield* new SessionNotFound({ sessionId: id })
+      return found
+    })
+
+  // --- reads, cached
+  const known = new Map<string, { readonly full: string; readonly stamp: string; readonly text: string }>()
+  const readChecked = (scope: Scope, sessionId: string, path: string) =>
+    Effect.gen(function* () {
+      const clean = yield* cleanFor(scope, path)
+      if (scope === "session") yield* checkSessionId(sessionId)
+      const key = `${scope}\u0000${sessionId}\u0000${clean}`
+      const seen = known.get(key)
+      // The same inode, unchanged, is the file already proven to be inside: one stat.
+      if (seen !== undefined && (yield* Effect.promise(() => stampNow(seen.full))) === seen.stamp)
+        return seen.text
+      const base = yield* ready
+      const full = scope === "global" ? join(base, clean) : join(base, sessionId, clean)
+      const read = yield* attempt(full, "read", () => readInside(full, allowedFor(base, scope, sessionId)))
+      if (read._tag === "Outside")
+        return yield* new PathRefused({
+          path: clean,
+          reason: "leads out of what the session may read through a symlink"
+        })
+      if (read._tag !== "Read") {
+        known.delete(key)
+        return undefined
+      }
+      known.set(key, { full, stamp: read.stamp, text: read.text })
+      bounded(known, 4096)
+      return read.text
+    })
+
+  const listings = new Map<string, ReadonlyArray<string>>()
+  const listSession = (sessionId: string) =>
+    Effect.gen(function* () {
+      yield* checkSessionId(sessionId)
+      const base = yield* ready
+      const dir = sessionBase(base, sessionId)
+      const entries: Array<Dirent> =
+        (yield* attempt(dir, "list", () =>
+          readdir(dir, { recursive: true, withFileTypes: true }).catch((e) =>
+            errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR" ? [] : Promise.reject(e)
+          )
+        )) ?? []
+      const files: Array<string> = []
+      for (const entry of entries) {
+        if (entry.name.startsWith(".") || isTempFile(entry.name)) continue
+        const full = join(entry.parentPath, entry.name)
+        const rel = relative(dir, full).split(sep).join("/")
+        if (rel.split("/").some((s) => s.startsWith("."))) continue
+        if (entry.isFile()) files.push(rel)
+        else if (entry.isSymbolicLink()) {
+          // A link is listed when the file it leads to is one the session may read.
+          const target = yield* Effect.promise(() =>
+            realpath(full).then(
+              (real) => stat(real).then((info) => (info.isFile() ? real : undefined)),
+              () => undefined
+            )
+          )
+          if (target !== undefined && allowedFor(base, "session", sessionId)(target)) files.push(rel)
+        }
+      }
+      files.sort()
+      listings.set(sessionId, files)
+      bounded(listings, 1024)
+      return files
+    })
+  const listGlobal = Effect.gen(function* () {
+    const base = yield* ready
+    const entries = yield* attempt(base, "list", () => readdir(base, { withFileTypes: true }))
+    return entries
+      .filter((e) => e.isFile() && e.name !== INDEX_FILE && !e.name.startsWith(".") && !isTempFile(e.name))
+      .map((e) => e.name)
+      .sort()
+  })
+
+  const readText = (sessionId: string | undefined, path: string) =>
+    Effect.gen(function* () {
+      const scope: Scope = sessionId === undefined ? "global" : "session"
+      const clean = yield* cleanFor(scope, path)
+      const text = yield* readChecked(scope, sessionId ?? "", clean)
+      if (text === undefined) return yield* new FileNotFound({ path: clean })
+      return { clean, text }
+    })
+  const modifiedAtOf = (sessionId: string | undefined, clean: string) =>
+    Effect.flatMap(ready, (base) =>
+      Effect.promise(() =>
+        stat(sessionId === undefined ? join(base, clean) : join(base, sessionId, clean)).then(
+          (s) => s.mtime.toISOString(),
+          () => new Date(0).toISOString()
+        )
+      )
+    )
+  const infoOf = (sessionId: string, clean: string, content: string) =>
+    Effect.map(
+      modifiedAtOf(sessionId, clean),
+      (modifiedAt): FileInfo => ({
+        path: clean,
+        size: Buffer.byteLength(content, "utf8"),
+        version: versionOf(content),
+        modifiedAt
+      })
+    )
+
+  /** Writes a file of an existing session, inside it, atomically (under the session's lock). */
+  const writeSessionFile = (sessionId: string, clean: string, text: string) =>
+    Effect.gen(function* () {
+      const base = yield* ready
+      const dir = sessionBase(base, sessionId)
+      const exists = yield* Effect.promise(() =>
+        stat(dir).then(
+          (s) => s.isDirectory(),
+          () => false
+        )
+      )
+      if (!exists) return yield* new SessionNotFound({ sessionId })
+      yield* writeAt(base, dir, clean, text, allowedFor(base, "session", sessionId)).pipe(
+        Effect.catchTag("SessionNotFound", () => Effect.fail(new SessionNotFound({ sessionId })))
+      )
+      known.delete(`session\u0000${sessionId}\u0000${clean}`)
+    })
+
+  const service: Service = {
+    root,
+    scope: Effect.succeed(root),
+    listSessions: readIndex,
+    // Locks in one order everywhere: the session's, then the index's (a deletion waiting for a
+    // running turn holds no index lock meanwhile).
+    createSession: (input) => {
+      const id = input.id ?? `s-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+      return withSessionLock(
+        id,
         indexLock.withPermits(1)(
           Effect.gen(function* () {
+            const base = yield* ready
             const records = yield* readIndex
-            const id = input.id ?? `s-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
             yield* checkSessionId(id)
             if (records.some((r) => r.id === id)) return yield* new SessionExists({ sessionId: id })
+            const dir = sessionBase(base, id)
+            const existing = yield* Effect.promise(() =>
+              lstat(dir).then(
+                (s) => s,
+                () => undefined
+              )
+            )
+            if (existing !== undefined && !existing.isDirectory())
+              return yield* new PathRefused({ path: id, reason: "a file of the data root has this name" })
+            yield* withSessionLock(
+              id,
+              Effect.gen(function* () {
+                // A folder without a record is what a deleted session left: the new one starts empty.
+                if (existing !== undefined)
+                  yield* attempt(dir, "create", () => rm(dir, { recursive: true, force: true }))
+                yield* attempt(dir, "create", () => mkdir(dir))
+              })
+            )
             const record: SessionRecord = { id, concept: input.concept, createdAt: new Date().toISOString() }
-            yield* attempt(id, "create", () => mkdir(join(root, id), { recursive: true }))
             yield* writeIndex([...records, record])
             return record
           })
-        ),
-      getSession,
-      deleteSession: (id) =>
+        )
+      )
+    },
+    getSession,
+    deleteSession: (id) =>
+      withSessionLock(
+        id,
         indexLock.withPermits(1)(
-          withSessionLock(
-            id,
-            Effect.gen(function* () {
-              yield* getSession(id)
-              const records = yield* readIndex
-              // The index first: a crash after it leaves an orphan directory, never a dangling record.
-              yield* writeIndex(records.filter((r) => r.id !== id))
-              yield* attempt(id, "delete", () => rm(join(root, id), { recursive: true, force: true }))
-            })
+          Effect.gen(function* () {
+            const base = yield* ready
+            yield* getSession(id)
+            const records = yield* readIndex
+            // The index first: a crash after it leaves an orphan directory, never a dangling record.
+            yield* writeIndex(records.filter((r) => r.id !== id))
+            yield* attempt(id, "delete", () => rm(sessionBase(base, id), { recursive: true, force: true }))
+            for (const key of known.keys()) if (key.startsWith(`session\u0000${id}\u0000`)) known.delete(key)
+            listings.delete(id)
+          })
+        )
+      ),
+    listFiles: (sessionId) =>
+      Effect.gen(function* () {
+        yield* getSession(sessionId)
+        const files: Array<FileInfo> = []
+        for (const path of yield* listSession(sessionId)) {
+          const text = yield* readChecked("session", sessionId, path).pipe(
+            Effect.catchTag("PathRefused", () => Effect.succeed(undefined))
           )
-        ),
-      listFiles: (sessionId) =>
+          if (text !== undefined) files.push(yield* infoOf(sessionId, path, text))
+        }
+        return files
+      }),
+    readFile: (sessionId, path, range) =>
+      Effect.gen(function* () {
+        if (sessionId !== undefined) yield* getSession(sessionId)
+        const { clean, text: content } = yield* readText(sessionId, path)
+        const modifiedAt = yield* modifiedAtOf(sessionId, clean)
+        return yield* fromEither(contentOf(clean, content, modifiedAt, range))
+      }),
+    writeFile: (sessionId, path, content, options = {}) =>
+      withSessionLock(
+        sessionId,
         Effect.gen(function* () {
           yield* getSession(sessionId)
-          const dir = yield* sessionDir(sessionId)
-          const entries: Array<Dirent> = yield* attempt(sessionId, "list", () =>
-            readdir(dir, { recursive: true, withFileTypes: true })
-          )
-          const files: Array<FileInfo> = []
-          for (const entry of entries) {
-            if (!entry.isFile() || entry.name.startsWith(".") || entry.name.endsWith(".tmp")) continue
-            const full = join(entry.parentPath, entry.name)
-            const clean = relative(dir, full).split(sep).join("/")
-            const content = yield* readText(full, clean)
-            files.push(yield* infoOf(full, clean, content))
-          }
-          return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
-        }),
-      readFile: (sessionId, path, range) =>
+          const clean = yield* checkPath(path)
+          const refused = writeRefusal(clean, options)
+          if (refused !== undefined) return yield* refused
+          const current = yield* readChecked("session", sessionId, clean)
+          const next = yield* fromEither(nextText(clean, current, content, options))
+          yield* writeSessionFile(sessionId, clean, next)
+          return yield* infoOf(sessionId, clean, next)
+        })
+      ),
+    deleteFile: (sessionId, path, ifMatch) =>
+      withSessionLock(
+        sessionId,
         Effect.gen(function* () {
-          const { clean, full } = yield* resolvePath(sessionId, path)
-          const content = yield* readText(full, clean)
-          const modifiedAt = (yield* attempt(clean, "stat", () => stat(full))).mtime.toISOString()
-          const lines = splitLines(content)
-          const total = content === "" ? 0 : lines.length
-          const start = range?.startLine ?? 1
-          const end = Math.min(range?.endLine ?? total, total)
-          if (range !== undefined && (range.startLine !== undefined || range.endLine !== undefined)) {
-            if (
-              start < 1 ||
-              (range.endLine !== undefined && range.endLine < start) ||
-              start > Math.max(total, 1)
-            )
-              return yield* new InvalidRange({
-                path: clean,
-                reason: `lines ${start}-${range.endLine ?? "end"} are outside 1-${total}`
-              })
-            return {
+          yield* getSession(sessionId)
+          const clean = yield* checkPath(path)
+          if (isHistoryFile(clean))
+            return yield* new PathRefused({
               path: clean,
-              content: lines.slice(start - 1, end).join("\n"),
-              version: versionOf(content),
-              startLine: start,
-              endLine: end,
-              totalLines: total,
-              modifiedAt
-            }
-          }
-          return {
-            path: clean,
-            content,
-            version: versionOf(content),
-            startLine: 1,
-            endLine: total,
-            totalLines: total,
-            modifiedAt
-          }
-        }),
-      writeFile: (sessionId, path, content, options = {}) =>
-        withSessionLock(
-          sessionId,
-          Effect.gen(function* () {
-            const { clean, full } = yield* resolvePath(sessionId, path)
-            if (clean === HISTORY_FILE)
-              return yield* new PathRefused({
-                path,
-                reason: "messages.json is written by the history recorder (chat)"
-              })
-            const current = yield* readText(full, clean).pipe(
-              Effect.catchTag("FileNotFound", () => Effect.succeed(undefined))
-            )
-            if (options.ifMatch !== undefined) {
-              const actual = current === undefined ? null : versionOf(current)
-              if ((options.ifMatch === "" ? null : options.ifMatch) !== actual)
-                return yield* new VersionConflict({
-                  path: clean,
-                  expected: options.ifMatch || "(none)",
-                  actual
-                })
-            }
-            let next = content
-            if (options.startLine !== undefined || options.endLine !== undefined) {
-              const lines = current === undefined ? [] : splitLines(current)
-              const start = options.startLine ?? 1
-              const end = options.endLine ?? lines.length
-              if (start < 1 || start > lines.length + 1 || end < start - 1 || end > lines.length)
-                return yield* new InvalidRange({
-                  path: clean,
-                  reason: `lines ${start}-${end} are outside 1-${lines.length}`
-                })
-              const replaced = [...lines.slice(0, start - 1), ...splitLines(content), ...lines.slice(end)]
-              next = `${replaced.join("\n")}\n`
-            }
-            yield* atomic(full, next)
-            return yield* infoOf(full, clean, next)
+              reason: "history files are removed with their session only"
+            })
+          const current = yield* readChecked("session", sessionId, clean)
+          if (current === undefined) return yield* new FileNotFound({ path: clean })
+          const conflict = versionCheck(clean, current, ifMatch)
+          if (conflict !== undefined) return yield* conflict
+          const base = yield* ready
+          const removed = yield* Effect.tryPromise({
+            try: () =>
+              unlinkInside(sessionBase(base, sessionId), clean, allowedFor(base, "session", sessionId)),
+            catch: (e) =>
+              e instanceof OutsideError
+                ? new PathRefused({ path: clean, reason: "leads out of its directory through a symlink" })
+                : io(clean, "delete")(e)
           })
-        ),
-      deleteFile: (sessionId, path, ifMatch) =>
-        withSessionLock(
-          sessionId,
-          Effect.gen(function* () {
-            const { clean, full } = yield* resolvePath(sessionId, path)
-            const current = yield* readText(full, clean)
-            if (ifMatch !== undefined && ifMatch !== versionOf(current))
-              return yield* new VersionConflict({
-                path: clean,
-                expected: ifMatch,
-                actual: versionOf(current)
-              })
-            const info = yield* attempt(clean, "stat", () => lstat(full))
-            if (info.isDirectory()) return yield* new FileNotFound({ path: clean })
-            yield* attempt(clean, "delete", () => unlink(full))
-          })
-        ),
-      withSessionLock
-    }
-    return service
-  })
+          known.delete(`session\u0000${sessionId}\u0000${clean}`)
+          if (removed !== "removed") return yield* new FileNotFound({ path: clean })
+        })
+      ),
+    withSessionLock,
+    hasSession: (sessionId) =>
+      Effect.gen(function* () {
+        yield* checkSessionId(sessionId)
+        const base = yield* ready
+        return yield* Effect.promise(() =>
+          stat(sessionBase(base, sessionId)).then(
+            (s) => s.isDirectory(),
+            () => false
+          )
+        )
+      }),
+    read: readChecked,
+    readMany: (scope, sessionId, paths) =>
+      Effect.forEach(paths, (path) => readChecked(scope, sessionId, path), { concurrency: 16 }),
+    list: (scope, sessionId) => (scope === "global" ? listGlobal : listSession(sessionId)),
+    readHistory: (sessionId) => readChecked("session", sessionId, HISTORY_FILE),
+    writeHistory: (sessionId, text) =>
+      withSessionLock(
+        sessionId,
+        Effect.flatMap(checkSessionId(sessionId), () => writeSessionFile(sessionId, HISTORY_FILE, text))
+      ),
+    writeToolResult: (sessionId, callId, text) =>
+      withSessionLock(
+        sessionId,
+        Effect.gen(function* () {
+          yield* checkSessionId(sessionId)
+          const path = toolResultPath(callId)
+          yield* writeSessionFile(sessionId, path, text)
+          return path
+        })
+      ),
+    readToolResult: (sessionId, callId) => readChecked("session", sessionId, toolResultPath(callId)),
+    cleanTemporaryFiles: Effect.gen(function* () {
+      const base = yield* ready
+      const entries = yield* attempt(base, "list", () =>
+        readdir(base, { recursive: true, withFileTypes: true })
+      )
+      let removed = 0
+      for (const entry of entries) {
+        if (!entry.isFile() || !isTempFile(entry.name)) continue
+        yield* attempt(entry.name, "remove", () => rm(join(entry.parentPath, entry.name), { force: true }))
+        removed++
+      }
+      return removed
+    })
+  }
+  return service
+}
 
-export const layer = (root: string): Layer.Layer<Store, never, FileSystem.FileSystem | Path.Path> =>
-  Layer.effect(Store, make(root))
+export const make = (root: string): Effect.Effect<Service> => Effect.sync(() => makeUnsafe(root))
+
+export const layer = (root: string): Layer.Layer<Store> => Layer.sync(Store, () => makeUnsafe(root))
+
+/** Tenant folders are not sessions: a data root in keyed mode keeps them under `tenants/`. */
+export const TENANTS = TENANTS_DIR
 
 /**
  * Copies `from` (an example data root) into `root` when `root` has no sessions.json yet: the
@@ -388,9 +628,9 @@ export const layer = (root: string): Layer.Layer<Store, never, FileSystem.FileSy
 export const seedIfEmpty = (root: string, from: string) =>
   Effect.tryPromise({
     try: async () => {
-      const exists = await stat(join(root, "sessions.json")).then(
+      const exists = await stat(join(root, INDEX_FILE)).then(
         () => true,
-        (e) => (errno(e) === "ENOENT" ? false : Promise.reject(e))
+        (e) => (errnoOf(e) === "ENOENT" ? false : Promise.reject(e))
       )
       if (exists) return false
       await mkdir(root, { recursive: true })
@@ -398,5 +638,9 @@ export const seedIfEmpty = (root: string, from: string) =>
       return true
     },
     catch: (e) =>
-      new StoreIOError({ path: root, operation: "seed", reason: e instanceof Error ? e.message : String(e) })
+      new StoreIOError({
+        path: "(data root)",
+        operation: "seed",
+        reason: e instanceof Error ? ((e as NodeJS.ErrnoException).code ?? e.message) : String(e)
+      })
   })

@@ -1,16 +1,23 @@
-import { mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as NodeContext from "@effect/platform-node/NodeContext"
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Store from "../src/Store.ts"
 
+const temps: Array<string> = []
+const tempDir = (prefix: string) => {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  temps.push(dir)
+  return dir
+}
+afterAll(() => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
+})
+
 const withStore = <A, E>(f: (store: Store.Service, root: string) => Effect.Effect<A, E>) => {
-  const root = mkdtempSync(join(tmpdir(), "ctxo-store-"))
-  return Effect.runPromise(
-    Effect.flatMap(Store.make(root), (store) => f(store, root)).pipe(Effect.provide(NodeContext.layer))
-  )
+  const root = tempDir("ctxo-store-")
+  return Effect.runPromise(Effect.flatMap(Store.make(root), (store) => f(store, root)))
 }
 const flip = <A, E>(effect: Effect.Effect<A, E>) => Effect.flip(effect)
 
@@ -63,7 +70,7 @@ describe("Store", () => {
     withStore((store, root) =>
       Effect.gen(function* () {
         yield* store.createSession({ id: "s", concept: "" })
-        const outside = mkdtempSync(join(tmpdir(), "ctxo-outside-"))
+        const outside = tempDir("ctxo-outside-")
         writeFileSync(join(outside, "secret.txt"), "token")
         symlinkSync(outside, join(root, "s", "link"))
         for (const bad of [
@@ -100,7 +107,7 @@ describe("Store", () => {
     ))
 
   it("seeds an empty data root from the example data, once", async () => {
-    const root = join(mkdtempSync(join(tmpdir(), "ctxo-seed-")), "data")
+    const root = join(tempDir("ctxo-seed-"), "data")
     const from = new URL("../../../fixtures/data", import.meta.url).pathname
     expect(await Effect.runPromise(Store.seedIfEmpty(root, from))).toBe(true)
     expect(readdirSync(root)).toContain("sessions.json")

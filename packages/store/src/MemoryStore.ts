@@ -1,0 +1,169 @@
+/**
+ * A data root held in memory, with the same naming rules, refusals, versions and per-session lock
+ * as the store on disk: the replay harness, stateless compiles and tests use it.
+ */
+import { Effect, Either, Layer } from "effect"
+import { contentOf, nextText, versionCheck, versionOf } from "./internal/fileEdits.ts"
+import {
+  checkPath,
+  checkSessionId,
+  cleanGlobalPath,
+  cleanPath,
+  HISTORY_FILE,
+  isHistoryFile,
+  toolResultPath
+} from "./Paths.ts"
+import type { FileInfo, Service, SessionRecord } from "./Store.ts"
+import { Store, sessionLocks } from "./Store.ts"
+import { FileNotFound, PathRefused, SessionExists, SessionNotFound } from "./StoreErrors.ts"
+
+export interface MemoryFiles {
+  /** Files at the top of the data root (profile.md, system-prompt.md, ...). */
+  readonly global?: Readonly<Record<string, string>>
+  /** Each session's files by path. */
+  readonly sessions?: Readonly<Record<string, Readonly<Record<string, string>>>>
+}
+
+let instances = 0
+
+const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
+  Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
+
+export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service => {
+  const now = () => new Date().toISOString()
+  const global = new Map(Object.entries(files.global ?? {}))
+  const sessions = new Map<
+    string,
+    { record: SessionRecord; files: Map<string, { text: string; at: string }> }
+  >()
+  for (const [id, content] of Object.entries(files.sessions ?? {}))
+    sessions.set(id, {
+      record: { id, concept: "", createdAt: new Date(0).toISOString() },
+      files: new Map(
+        Object.entries(content).map(([path, text]) => [path, { text, at: new Date(0).toISOString() }])
+      )
+    })
+  const key = `${root}#${instances++}`
+  const withSessionLock = sessionLocks(key)
+  const sessionOf = (id: string) =>
+    Effect.flatMap(checkSessionId(id), (clean) => {
+      const found = sessions.get(clean)
+      return found === undefined ? Effect.fail(new SessionNotFound({ sessionId: id })) : Effect.succeed(found)
+    })
+  const cleanFor = (scope: "global" | "session", path: string) =>
+    Either.match(scope === "global" ? cleanGlobalPath(path) : cleanPath(path), {
+      onLeft: Effect.fail,
+      onRight: Effect.succeed
+    })
+  const read = (scope: "global" | "session", sessionId: string, path: string) =>
+    Effect.gen(function* () {
+      const clean = yield* cleanFor(scope, path)
+      if (scope === "global") return global.get(clean)
+      yield* checkSessionId(sessionId)
+      return sessions.get(sessionId)?.files.get(clean)?.text
+    })
+  const put = (sessionId: string, path: string, text: string) =>
+    Effect.map(sessionOf(sessionId), (s) => {
+      s.files.set(path, { text, at: now() })
+    })
+  const info = (path: string, text: string, at: string): FileInfo => ({
+    path,
+    size: Buffer.byteLength(text, "utf8"),
+    version: versionOf(text),
+    modifiedAt: at
+  })
+
+  const service: Service = {
+    root,
+    scope: Effect.succeed(key),
+    listSessions: Effect.sync(() => [...sessions.values()].map((s) => s.record)),
+    createSession: (input) =>
+      Effect.gen(function* () {
+        const id = input.id ?? `s-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`
+        yield* checkSessionId(id)
+        if (sessions.has(id)) return yield* new SessionExists({ sessionId: id })
+        if (global.has(id))
+          return yield* new PathRefused({ path: id, reason: "a file of the data root has this name" })
+        const record: SessionRecord = { id, concept: input.concept, createdAt: now() }
+        sessions.set(id, { record, files: new Map() })
+        return record
+      }),
+    getSession: (id) => Effect.map(sessionOf(id), (s) => s.record),
+    deleteSession: (id) =>
+      withSessionLock(
+        id,
+        Effect.flatMap(sessionOf(id), () => Effect.sync(() => void sessions.delete(id)))
+      ),
+    listFiles: (sessionId) =>
+      Effect.map(sessionOf(sessionId), (s) =>
+        [...s.files.entries()]
+          .map(([path, f]) => info(path, f.text, f.at))
+          .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+      ),
+    readFile: (sessionId, path, range) =>
+      Effect.gen(function* () {
+        const scope = sessionId === undefined ? "global" : "session"
+        const clean = yield* cleanFor(scope, path)
+        const entry =
+          sessionId === undefined
+            ? Effect.succeed(
+                global.has(clean) ? { text: global.get(clean)!, at: new Date(0).toISOString() } : undefined
+              )
+            : Effect.map(sessionOf(sessionId), (s) => s.files.get(clean))
+        const file = yield* entry
+        if (file === undefined) return yield* new FileNotFound({ path: clean })
+        return yield* fromEither(contentOf(clean, file.text, file.at, range))
+      }),
+    writeFile: (sessionId, path, content, options = {}) =>
+      withSessionLock(
+        sessionId,
+        Effect.gen(function* () {
+          const s = yield* sessionOf(sessionId)
+          const clean = yield* checkPath(path)
+          const next = yield* fromEither(nextText(clean, s.files.get(clean)?.text, content, options))
+          const at = now()
+          s.files.set(clean, { text: next, at })
+          return info(clean, next, at)
+        })
+      ),
+    deleteFile: (sessionId, path, ifMatch) =>
+      withSessionLock(
+        sessionId,
+        Effect.gen(function* () {
+          const s = yield* sessionOf(sessionId)
+          const clean = yield* checkPath(path)
+          if (isHistoryFile(clean))
+            return yield* new PathRefused({
+              path: clean,
+              reason: "history files are removed with their session only"
+            })
+          const current = s.files.get(clean)?.text
+          if (current === undefined) return yield* new FileNotFound({ path: clean })
+          const conflict = versionCheck(clean, current, ifMatch)
+          if (conflict !== undefined) return yield* conflict
+          s.files.delete(clean)
+        })
+      ),
+    withSessionLock,
+    hasSession: (sessionId) => Effect.map(checkSessionId(sessionId), (id) => sessions.has(id)),
+    read,
+    readMany: (scope, sessionId, paths) => Effect.forEach(paths, (path) => read(scope, sessionId, path)),
+    list: (scope, sessionId) =>
+      scope === "global"
+        ? Effect.sync(() => [...global.keys()].sort())
+        : Effect.map(checkSessionId(sessionId), (id) => [...(sessions.get(id)?.files.keys() ?? [])].sort()),
+    readHistory: (sessionId) => read("session", sessionId, HISTORY_FILE),
+    writeHistory: (sessionId, text) => withSessionLock(sessionId, put(sessionId, HISTORY_FILE, text)),
+    writeToolResult: (sessionId, callId, text) =>
+      withSessionLock(
+        sessionId,
+        Effect.as(put(sessionId, toolResultPath(callId), text), toolResultPath(callId))
+      ),
+    readToolResult: (sessionId, callId) => read("session", sessionId, toolResultPath(callId)),
+    cleanTemporaryFiles: Effect.succeed(0)
+  }
+  return service
+}
+
+export const layerMemory = (files: MemoryFiles = {}, root?: string): Layer.Layer<Store> =>
+  Layer.sync(Store, () => makeMemory(files, root))

@@ -1,0 +1,120 @@
+/**
+ * The layout of a data root and its naming rules, in one place. Every other package asks the store
+ * for files by these names; none spells them itself.
+ *
+ *   <root>/sessions.json                     the sessions index (thin records)
+ *   <root>/<file>                            global files: regular files at the top of the root
+ *                                            (profile.md, system-prompt.md, any other), never
+ *                                            sessions.json or a dot file
+ *   <root>/<sessionId>/...                   a session's files
+ *   <root>/<sessionId>/messages.json         its history (written by the history recorder)
+ *   <root>/<sessionId>/tool-results/<id>.json  full tool results (written by the recorder)
+ *   <root>/<sessionId>/context-config.json   its compile manifest
+ *   <root>/tenants/<tenant>/                 tenant data roots (gateway with API keys)
+ *
+ * A path is relative, uses `/`, and has no `..`, NUL, drive letter, URL scheme, backslash, leading
+ * `~` or percent-encoded escape; no segment is over 255 bytes. A session id is one segment of
+ * letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 128 characters, and
+ * not a reserved name (a global file's name, `sessions.json`, `tenants`, a temporary file's name).
+ */
+import { Effect, Either } from "effect"
+import { PathRefused } from "./StoreErrors.ts"
+
+export const INDEX_FILE = "sessions.json"
+export const HISTORY_FILE = "messages.json"
+export const MANIFEST_FILE = "context-config.json"
+export const TOOL_RESULTS_DIR = "tool-results"
+export const TENANTS_DIR = "tenants"
+/** Global files every data root has (others are any regular file at the top of the root). */
+export const GLOBAL_FILES: ReadonlyArray<string> = ["profile.md", "system-prompt.md"]
+/** What an interrupted atomic write leaves behind: `.<name>.<pid>.<n>.ctxo-tmp`. */
+export const TEMP_SUFFIX = ".ctxo-tmp"
+/** The suffix of temporary files written before this store (still cleaned at start-up). */
+export const LEGACY_TEMP = /^\..+\.\d+\.\d+\.\d+\.tmp$/
+
+export const MAX_SEGMENT_BYTES = 255
+export const MAX_PATH_BYTES = 4096
+
+/** Where the full result of a tool call is kept, relative to the session directory. */
+export const toolResultPath = (callId: string): string =>
+  `${TOOL_RESULTS_DIR}/${callId.replace(/[^a-zA-Z0-9._-]/g, "_").slice(0, 200)}.json`
+
+/**
+ * Files of a session that control how it is compiled and recorded. The model's tools may not
+ * write them unless the session's manifest allows it; `messages.json` and `tool-results/` are
+ * written by the history recorder only.
+ */
+export const isControlFile = (path: string): boolean =>
+  path === MANIFEST_FILE ||
+  path === HISTORY_FILE ||
+  path === TOOL_RESULTS_DIR ||
+  path.startsWith(`${TOOL_RESULTS_DIR}/`)
+
+/** Files only the history recorder writes. */
+export const isHistoryFile = (path: string): boolean =>
+  path === HISTORY_FILE || path === TOOL_RESULTS_DIR || path.startsWith(`${TOOL_RESULTS_DIR}/`)
+
+export const isTempFile = (name: string): boolean => name.endsWith(TEMP_SUFFIX) || LEGACY_TEMP.test(name)
+
+const utf8Length = (text: string) => Buffer.byteLength(text, "utf8")
+const clip = (text: string) => (text.length > 120 ? `${text.slice(0, 117)}...` : text)
+
+/** A path as written, checked: its clean form (`a/b.md`), or why it is refused. */
+export const cleanPath = (path: string): Either.Either<string, PathRefused> => {
+  const refuse = (reason: string) => Either.left(new PathRefused({ path: clip(path), reason }))
+  if (path.length === 0) return refuse("empty path")
+  if (path.includes("\u0000")) return refuse("contains a NUL byte")
+  if (utf8Length(path) > MAX_PATH_BYTES) return refuse(`longer than ${MAX_PATH_BYTES} bytes`)
+  if (path.startsWith("/") || path.startsWith("\\") || /^[a-zA-Z]:/.test(path))
+    return refuse("absolute paths are not allowed")
+  if (/^[a-z][a-z0-9+.-]*:/i.test(path)) return refuse("URLs are not paths")
+  if (path.includes("\\")) return refuse("use / to separate directories")
+  if (path.startsWith("~")) return refuse("~ (a home directory) is not allowed")
+  if (/%[0-9a-f]{2}/i.test(path)) return refuse("percent-encoded characters are not allowed")
+  const segments = path.split("/").filter((s) => s !== "" && s !== ".")
+  if (segments.some((s) => s === "..")) return refuse("leaves its directory (..)")
+  if (segments.length === 0) return refuse("names no file")
+  if (segments.some((s) => utf8Length(s) > MAX_SEGMENT_BYTES))
+    return refuse(`a path segment is longer than ${MAX_SEGMENT_BYTES} bytes`)
+  return Either.right(segments.join("/"))
+}
+
+export const checkPath = (path: string): Effect.Effect<string, PathRefused> =>
+  Either.match(cleanPath(path), { onLeft: Effect.fail, onRight: Effect.succeed })
+
+export const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
+
+const RESERVED = new Set([INDEX_FILE, TENANTS_DIR, ...GLOBAL_FILES])
+
+/** A session id checked: one segment, the allowed characters, not a reserved name. */
+export const cleanSessionId = (id: string): Either.Either<string, PathRefused> => {
+  if (!SESSION_ID.test(id))
+    return Either.left(
+      new PathRefused({
+        path: clip(id),
+        reason: "a session id is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+      })
+    )
+  if (RESERVED.has(id) || isTempFile(id))
+    return Either.left(new PathRefused({ path: id, reason: "the name is reserved by the data root" }))
+  return Either.right(id)
+}
+
+export const checkSessionId = (id: string): Effect.Effect<string, PathRefused> =>
+  Either.match(cleanSessionId(id), { onLeft: Effect.fail, onRight: Effect.succeed })
+
+/** A global file's name: one segment at the top of the root, not the index, not hidden. */
+export const cleanGlobalPath = (path: string): Either.Either<string, PathRefused> =>
+  Either.flatMap(cleanPath(path), (clean) =>
+    clean.includes("/")
+      ? Either.left(
+          new PathRefused({
+            path: clip(path),
+            reason:
+              "a global file is a file at the top of the data root (another session's files are not reachable)"
+          })
+        )
+      : clean === INDEX_FILE || clean.startsWith(".")
+        ? Either.left(new PathRefused({ path: clean, reason: "not a global file" }))
+        : Either.right(clean)
+  )

@@ -1,0 +1,71 @@
+/**
+ * The files API's rules, the same for the store on disk and the store in memory: versions and
+ * If-Match, line ranges read and replaced, who may write which file, deletion.
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as MemoryStore from "../src/MemoryStore.ts"
+import * as Store from "../src/Store.ts"
+
+const temps: Array<string> = []
+afterAll(() => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
+})
+const stores: ReadonlyArray<readonly [string, () => Store.Service]> = [
+  [
+    "file",
+    () => {
+      const root = mkdtempSync(join(tmpdir(), "ctxo-contract-"))
+      temps.push(root)
+      return Store.makeUnsafe(root)
+    }
+  ],
+  ["memory", () => MemoryStore.makeMemory()]
+]
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+const fail = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(Effect.flip(effect))
+
+describe.each(stores)("the %s store", (_, make) => {
+  it("versions, If-Match and line ranges", async () => {
+    const store = make()
+    await run(store.createSession({ id: "s", concept: "" }))
+    const written = await run(store.writeFile("s", "a.md", "one\ntwo\nthree\n", { ifMatch: "" }))
+    expect(written.version).toBe(Store.versionOf("one\ntwo\nthree\n"))
+    expect((await fail(store.writeFile("s", "a.md", "x", { ifMatch: "" })))._tag).toBe("VersionConflict")
+    expect(await run(store.readFile("s", "a.md", { startLine: 2, endLine: 3 }))).toMatchObject({
+      content: "two\nthree",
+      startLine: 2,
+      endLine: 3,
+      totalLines: 3
+    })
+    expect((await run(store.readFile("s", "a.md", {}))).content).toBe("one\ntwo\nthree\n")
+    expect((await fail(store.readFile("s", "a.md", { startLine: 5 })))._tag).toBe("InvalidRange")
+    await run(store.writeFile("s", "a.md", "TWO", { startLine: 2, endLine: 2, ifMatch: written.version }))
+    expect((await run(store.readFile("s", "a.md"))).content).toBe("one\nTWO\nthree\n")
+    expect((await fail(store.writeFile("s", "a.md", "x", { startLine: 9, endLine: 9 })))._tag).toBe(
+      "InvalidRange"
+    )
+  })
+
+  it("who may write and delete which file", async () => {
+    const store = make()
+    await run(store.createSession({ id: "s", concept: "" }))
+    for (const path of ["messages.json", "tool-results/c.json"])
+      expect((await fail(store.writeFile("s", path, "[]")))._tag).toBe("PathRefused")
+    expect((await fail(store.writeFile("s", "context-config.json", "{}", { actor: "model" })))._tag).toBe(
+      "PathRefused"
+    )
+    await run(store.writeFile("s", "context-config.json", "{}", { actor: "model", allowControlFiles: true }))
+    await run(store.writeHistory("s", "[]"))
+    expect((await fail(store.deleteFile("s", "messages.json")))._tag).toBe("PathRefused")
+    const v = (await run(store.readFile("s", "context-config.json"))).version
+    expect((await fail(store.deleteFile("s", "context-config.json", "0000000000000000")))._tag).toBe(
+      "VersionConflict"
+    )
+    await run(store.deleteFile("s", "context-config.json", v))
+    expect((await fail(store.readFile("s", "context-config.json")))._tag).toBe("FileNotFound")
+  })
+})
