@@ -8,6 +8,9 @@
  * 4. `fuzzy`: the one block whose path (or, for a one-segment reference, whose heading) is clearly
  *    the most similar, above a threshold; two near-equal candidates are an error, not a guess.
  *
+ * With a sidecar, blocks parsed without short ids get them first (`syncBlockIds`, nothing is
+ * written), so `^b3` resolves however the file was read.
+ *
  * Everything but `exact` comes with a warning to show the user. A reference that matches nothing is
  * a `BlockNotFound` that names the file and the closest ids.
  */
@@ -16,6 +19,7 @@ import type { Block } from "./Block.ts"
 import { flattenBlocks, getBlockById, SHORT_ID_PREFIX, splitId, unescapeSegment } from "./Block.ts"
 import { BlockNotFound } from "./BlockErrors.ts"
 import type { BlockIdSidecar } from "./BlockIds.ts"
+import { syncBlockIds } from "./BlockIds.ts"
 import { normalizeForMatch, similarity } from "./internal/similarity.ts"
 
 export type MatchKind = "exact" | "renamed" | "normalized" | "fuzzy"
@@ -46,17 +50,27 @@ const SUGGESTION_FLOOR = 0.3
 const readablePath = (id: string): string => splitId(id).map(unescapeSegment).join("/")
 
 export const resolveBlock = (
-  blocks: ReadonlyArray<Block>,
+  parsed: ReadonlyArray<Block>,
   ref: string,
   options: ResolveOptions = {}
 ): Either.Either<Resolution, BlockNotFound> => {
-  const all = flattenBlocks(blocks)
-  const file = options.file ?? all[0]?.source.file ?? "(empty file)"
+  const parsedAll = flattenBlocks(parsed)
+  const file = options.file ?? parsedAll[0]?.source.file ?? "(empty file)"
+  const blocks =
+    options.sidecar !== undefined && parsedAll.every((b) => b.shortId === undefined)
+      ? syncBlockIds(parsed, options.sidecar, file).blocks
+      : parsed
+  const all = blocks === parsed ? parsedAll : flattenBlocks(blocks)
   const threshold = options.threshold ?? 0.6
   const notFound = (reason: string, suggestions: ReadonlyArray<string>) =>
     Either.left(new BlockNotFound({ file, ref, reason, suggestions: [...suggestions] }))
 
-  const exact = getBlockById(blocks, ref)
+  // A short id the sidecar never handed out is unknown, even if syncing just gave it to a new heading.
+  const unknownShortId =
+    ref.startsWith(SHORT_ID_PREFIX) &&
+    blocks !== parsed &&
+    !options.sidecar!.blocks.some((entry) => `${SHORT_ID_PREFIX}${entry.id}` === ref)
+  const exact = unknownShortId ? undefined : getBlockById(blocks, ref)
   if (exact !== undefined) return Either.right({ block: exact, match: "exact", ref, score: 1 })
 
   if (ref.startsWith(SHORT_ID_PREFIX)) {

@@ -80,4 +80,24 @@ describe("resolveBlock", () => {
     )
     expect(deleted.reason).toBe("the block with this id was deleted")
   })
+
+  it("resolves short ids in freshly parsed blocks when given the sidecar (the file read again, renamed)", () => {
+    const v1 = syncBlockIds(blocks, undefined, "profile.md")
+    const goals = v1.blocks.find((b) => b.id === "Learning goals")!
+    // The file as a reader gets it: parsed anew, no short ids, a heading renamed since the sidecar.
+    const renamed = parseMarkdownBlocks(profile.replace("# Learning goals", "# Goals"), "profile.md")
+    const withoutSidecar = Either.flip(resolveBlock(renamed, `^${goals.shortId}`)).pipe(Either.getOrThrow)
+    expect(withoutSidecar.reason).toBe("no block has this short id")
+    const found = Either.getOrThrow(resolveBlock(renamed, `^${goals.shortId}`, { sidecar: v1.sidecar }))
+    expect([found.match, found.block.id, found.block.content.trim()]).toEqual([
+      "exact",
+      "Goals",
+      "Distributed systems"
+    ])
+    // An id the sidecar never handed out is unknown, though syncing would give it to a new heading.
+    const added = parseMarkdownBlocks(`${profile}\n# Brand new\ntext\n`, "profile.md")
+    const next = `^b${v1.sidecar.next.toString(36)}`
+    const unknown = Either.flip(resolveBlock(added, next, { sidecar: v1.sidecar })).pipe(Either.getOrThrow)
+    expect(unknown.reason).toBe("no block has this short id")
+  })
 })

@@ -9,6 +9,8 @@
  *    priority order, as far as what is left after the required sources allows.
  * 3. What a source does not use of its share flows to the others by priority: the highest
  *    priority source with unmet demand takes first.
+ * 4. Configured `shares` replace the default shares by source id. A source configured with a share
+ *    of 0 is switched off: it gets nothing, not even surplus (`off` lists it for the report).
  *
  * The sum of grants never exceeds `available`; more window never gives a source less; the same
  * input gives the same output.
@@ -68,6 +70,8 @@ export interface AllocateOptions {
   readonly outputReserveRatio?: number
   /** Fraction kept free because counts are estimates (a tokenizer's `margin`). */
   readonly margin?: number
+  /** Shares by source id, replacing `DEFAULT_SHARES` (a source's own `share` still wins). */
+  readonly shares?: Readonly<Record<string, number>>
   readonly sources: ReadonlyArray<SourceRequest>
 }
 
@@ -77,6 +81,8 @@ export interface Allocation {
   readonly outputReserve: number
   readonly available: number
   readonly grants: Readonly<Record<string, number>>
+  /** Sources switched off by a configured share of 0: they get no tokens at all. */
+  readonly off: ReadonlyArray<string>
   /** Per source, in the order given; `used` is 0 until the caller fits units into the grants. */
   readonly ledger: ReadonlyArray<SourceLedger>
 }
@@ -105,9 +111,10 @@ export const allocate = (options: AllocateOptions): Either.Either<Allocation, Bu
       id: s.id,
       index,
       ask: nonNegative(s.ask),
-      share: Math.max(0, s.share ?? DEFAULT_SHARES[s.id] ?? 0),
+      share: Math.max(0, s.share ?? options.shares?.[s.id] ?? DEFAULT_SHARES[s.id] ?? 0),
       priority: s.priority ?? DEFAULT_PRIORITIES[s.id] ?? 0,
-      required: s.required ?? false
+      required: s.required ?? false,
+      off: !(s.required ?? false) && s.share === undefined && options.shares?.[s.id] === 0
     }
   })
   // Shares that add up to more than the whole are scaled down so the guarantees can all hold.
@@ -139,6 +146,7 @@ export const allocate = (options: AllocateOptions): Either.Either<Allocation, Bu
     pool -= grant
   }
   for (const s of byPriority) {
+    if (s.off) continue
     const extra = Math.min(s.ask - grants.get(s.id)!, pool)
     if (extra > 0) {
       grants.set(s.id, grants.get(s.id)! + extra)
@@ -168,6 +176,7 @@ export const allocate = (options: AllocateOptions): Either.Either<Allocation, Bu
     outputReserve: reserve,
     available,
     grants: Object.fromEntries(grants),
+    off: sources.filter((s) => s.off).map((s) => s.id),
     ledger
   })
 }

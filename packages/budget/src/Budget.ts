@@ -26,6 +26,8 @@ export interface FitBudgetOptions<U extends Unit> {
   readonly sources: ReadonlyArray<SourceInput<U>>
   readonly outputReserve?: number
   readonly outputReserveRatio?: number
+  /** Shares by source id, replacing the defaults; a share of 0 switches a source off. */
+  readonly shares?: Readonly<Record<string, number>>
   /**
    * Assembles the request from the included units and counts it whole. Units come in the order of
    * `sources` and their units (history newest first): put them in request order before counting.
@@ -49,6 +51,7 @@ export const fitBudget = <U extends Unit>(
     margin: counter.margin,
     ...(options.outputReserve === undefined ? {} : { outputReserve: options.outputReserve }),
     ...(options.outputReserveRatio === undefined ? {} : { outputReserveRatio: options.outputReserveRatio }),
+    ...(options.shares === undefined ? {} : { shares: options.shares }),
     sources: options.sources.map(({ units, contiguous: _, ...request }) => ({
       ...request,
       ask: units.reduce((sum, u) => sum + u.tokens, 0)
@@ -92,6 +95,7 @@ export const fitBudget = <U extends Unit>(
   }
 
   const { grants, available } = allocation.right
+  const off = new Set(allocation.right.off)
   const order: Array<U> = options.sources.flatMap((s) => s.units)
   const position = new Map(order.map((u, i) => [u, i]))
   const fitted = options.sources.map((s) => ({
@@ -106,7 +110,10 @@ export const fitBudget = <U extends Unit>(
   )
   const repaired = repair({
     included: inOrder(fitted.flatMap((f) => f.included)),
-    candidates: fitted.flatMap((f) => (f.source.contiguous ? f.dropped.slice(0, 1) : f.dropped)),
+    // A source switched off (share 0) is never refilled into the slack.
+    candidates: fitted.flatMap((f) =>
+      off.has(f.source.id) ? [] : f.source.contiguous ? f.dropped.slice(0, 1) : f.dropped
+    ),
     limit: available,
     countTotal: options.countTotal,
     priorityOf: (u) => u.priority ?? sourcePriority.get(u.source) ?? 0
@@ -119,7 +126,9 @@ export const fitBudget = <U extends Unit>(
     if (included.has(u)) return ledgerRow(u, "included", counter.method)
     const reason = droppedByRepair.has(u.id)
       ? "dropped when the assembled request was counted whole"
-      : `over the ${grants[source] ?? 0}-token grant of ${source}`
+      : off.has(source)
+        ? `${source} has a share of 0 in the configured shares, so it gets no tokens`
+        : `over the ${grants[source] ?? 0}-token grant of ${source}`
     return ledgerRow(u, "dropped", counter.method, reason)
   })
   // A unit restored into the slack left by others may take a source past its grant: the ledger

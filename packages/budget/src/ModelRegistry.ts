@@ -124,7 +124,10 @@ const applyOverride = (
   const contextWindow = override.contextWindow ?? base?.contextWindow
   const tokenizer = override.tokenizer ?? base?.tokenizer
   if (contextWindow === undefined) return fail("a new model needs contextWindow")
-  if (tokenizer === undefined) return fail("a new model needs tokenizer")
+  if (tokenizer === undefined)
+    return fail(
+      `a new model needs tokenizer, e.g. "tokenizer": { "kind": "exact", "encoding": "o200k_base" } (or "cl100k_base"), or { "kind": "estimate", "family": "${id.slice(0, Math.max(slash, 0))}", "factor": 1.2 } to count with cl100k_base times a margin`
+    )
   const windowChanged = override.contextWindow !== undefined
   const maxInput = override.maxInput ?? (windowChanged || base === undefined ? contextWindow : base.maxInput)
   const maxOutput =

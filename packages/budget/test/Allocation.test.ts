@@ -36,6 +36,33 @@ describe("allocate", () => {
     expect(ledger.recent_history).toMatchObject({ cap: 1_800, grant: 5_000, surplusReceived: 3_200 })
   })
 
+  it("takes configured shares in place of the defaults; a share of 0 switches a source off", () => {
+    const sources = [
+      { id: "knowledge", ask: 5_000 },
+      { id: "recent_history", ask: 5_000 },
+      { id: "tools", ask: 100 }
+    ]
+    const base = { window: 10_000, outputReserve: 1_000, sources }
+    const defaults = Either.getOrThrow(allocate(base))
+    expect(defaults.grants.knowledge).toBeGreaterThan(0)
+    expect(defaults.off).toEqual([])
+    // knowledge half the budget, history nothing: history gets no surplus either.
+    const shaped = Either.getOrThrow(allocate({ ...base, shares: { knowledge: 0.5, recent_history: 0 } }))
+    expect(shaped.grants).toEqual({ knowledge: 5_000, recent_history: 0, tools: 100 })
+    expect(shaped.off).toEqual(["recent_history"])
+    expect(shaped.ledger.find((l) => l.id === "knowledge")).toMatchObject({ share: 0.5, cap: 4_500 })
+    // A required source is never switched off.
+    const required = Either.getOrThrow(
+      allocate({
+        ...base,
+        shares: { user_input: 0 },
+        sources: [{ id: "user_input", ask: 300, required: true }]
+      })
+    )
+    expect(required.grants.user_input).toBe(300)
+    expect(required.off).toEqual([])
+  })
+
   it("never cuts required sources; when they alone do not fit it says by how much", () => {
     const tight = Either.getOrThrow(
       allocate({

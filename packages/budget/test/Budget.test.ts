@@ -98,6 +98,35 @@ describe("fitBudget", () => {
     expect(explain(report)).toContain("model openai/gpt-4: window 8192")
   })
 
+  it("gives a source with a configured share of 0 nothing, and says so for each of its units", () => {
+    const sources = [
+      { id: "system_prompt", required: true, units: [system] },
+      { id: "knowledge", units: knowledge },
+      { id: "recent_history", contiguous: true, units: [...turns].reverse().slice(0, 2) },
+      { id: "user_input", required: true, units: [input] }
+    ]
+    // Everything fits without shares: the knowledge blocks are in.
+    const open = Either.getOrThrow(fitBudget({ model: gpt4, counter, countTotal, sources }))
+    expect(open.included.filter((u) => u.source === "knowledge")).toHaveLength(3)
+    const off = Either.getOrThrow(
+      fitBudget({ model: gpt4, counter, countTotal, sources, shares: { knowledge: 0 } })
+    )
+    expect(off.included.filter((u) => u.source === "knowledge")).toEqual([])
+    expect(off.report.sources.find((s) => s.id === "knowledge")).toMatchObject({
+      share: 0,
+      grant: 0,
+      used: 0
+    })
+    for (const id of ["kb-Raft", "kb-Paxos", "kb-CRDTs"]) {
+      expect(off.report.units.find((u) => u.id === id)).toMatchObject({
+        status: "dropped",
+        reason: "knowledge has a share of 0 in the configured shares, so it gets no tokens"
+      })
+    }
+    // The history the slack could take is still there.
+    expect(off.included.filter((u) => u.source === "recent_history")).toHaveLength(2)
+  })
+
   it("refuses with the numbers and the report when the required sources alone do not fit", () => {
     const huge = messageUnit(
       "input",
