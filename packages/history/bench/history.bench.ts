@@ -5,7 +5,7 @@
  * the median of repeated calls. Reported per history length, with growth from 1k to 10k messages.
  */
 
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { performance } from "node:perf_hooks"
@@ -76,6 +76,8 @@ interface Row {
 }
 const rows: Array<Row> = []
 const root = mkdtempSync(join(tmpdir(), "ctxo-history-bench-"))
+// Removed however the run ends (done or failed).
+process.on("exit", () => rmSync(root, { recursive: true, force: true }))
 const files = HistoryStore.layerFile(root).pipe(Layer.provide(NodeContext.layer))
 
 for (const size of sizes) {
@@ -88,6 +90,7 @@ for (const size of sizes) {
     Effect.gen(function* () {
       const store = yield* HistoryStore.HistoryStore
       const session = `s${size}`
+      mkdirSync(join(root, session), { recursive: true })
       yield* store.modify(session, () => Effect.succeed([undefined, doc] as const))
       const times: Array<number> = []
       for (let i = 0; i <= rounds; i++) {

@@ -3,18 +3,20 @@
  * function, writes, serialized per session so concurrent writers never lose each other's
  * messages. Two layers:
  * - `layerMemory`: for tests and replay;
- * - `layerFile(root)`: `<root>/<sessionId>/messages.json`, written atomically (temporary file,
- *   fsync, rename), and full tool results under `<root>/<sessionId>/tool-results/<callId>.json`.
+ * - `layerStore` / `fromStore(store)`: the data root's store (`messages.json` and
+ *   `tool-results/<callId>.json` in the session's directory, atomic writes, the session's lock);
+ *   `layerFile(root)` is the same over a store of `root`.
  */
 
-import { writeFileAtomic } from "@ctxo/store/Atomic"
-import * as FileSystem from "@effect/platform/FileSystem"
-import * as Path from "@effect/platform/Path"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { cleanSessionId, HISTORY_FILE } from "@ctxo/store/Paths"
+import * as Store from "@ctxo/store/Store"
+import type { StoreError } from "@ctxo/store/StoreErrors"
+import { Context, Effect, Either, Layer } from "effect"
 import type { HistoryError } from "./HistoryErrors.ts"
 import { HistoryCorrupt, HistoryIOError, InvalidSessionId } from "./HistoryErrors.ts"
+import { decodeHistoryText } from "./HistoryFormat.ts"
 import type { HistoryDocument } from "./Message.ts"
-import { emptyHistory, HistoryDocument as HistoryDocumentSchema } from "./Message.ts"
+import { emptyHistory } from "./Message.ts"
 import { fullResultPath } from "./ToolResultCompressor.ts"
 
 export interface Service {
@@ -35,9 +37,9 @@ export interface Service {
 
 export class HistoryStore extends Context.Tag("@ctxo/history/HistoryStore")<HistoryStore, Service>() {}
 
-const SESSION_ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/
+/** The store's session-id rule, as this package's error. */
 export const validateSessionId = (sessionId: string): Effect.Effect<string, InvalidSessionId> =>
-  SESSION_ID.test(sessionId) && sessionId !== "." && sessionId !== ".."
+  Either.isRight(cleanSessionId(sessionId))
     ? Effect.succeed(sessionId)
     : Effect.fail(new InvalidSessionId({ sessionId }))
 
@@ -88,87 +90,91 @@ export const layerMemory: Layer.Layer<HistoryStore> = Layer.effect(HistoryStore,
 /** Atomic writes (temp file, fsync, rename) live in the store package; re-exported for callers. */
 export { writeFileAtomic } from "@ctxo/store/Atomic"
 
-const decodeDocument = Schema.decodeUnknownEither(Schema.parseJson(HistoryDocumentSchema))
-
-export const makeFile = (root: string) =>
-  Effect.gen(function* () {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const lockFor = yield* makeLocks
-    const io = (file: string, operation: string) => (error: { message: string }) =>
-      new HistoryIOError({ file, operation, reason: error.message })
-
-    const writeAtomic = (file: string, text: string) =>
-      writeFileAtomic(file, text).pipe(
-        Effect.provideService(FileSystem.FileSystem, fs),
-        Effect.provideService(Path.Path, path),
-        Effect.mapError(io(file, "write"))
-      )
-
-    const fileOf = (sessionId: string) => path.join(root, sessionId, "messages.json")
-
-    // The last document read or written per session, with the file's mtime and size then: while
-    // the file is unchanged it is not parsed again. A change made by hand is seen and re-read.
-    const cache = new Map<string, { readonly doc: HistoryDocument; readonly stamp: string }>()
-    const stampOf = (file: string) =>
-      fs.stat(file).pipe(
-        Effect.map((info) => `${Option.getOrElse(info.mtime, () => new Date(0)).getTime()}:${info.size}`),
-        Effect.catchTag("SystemError", (error) =>
-          error.reason === "NotFound" ? Effect.succeed(undefined) : Effect.fail(error)
-        ),
-        Effect.mapError(io(file, "read"))
-      )
-
-    const read = (sessionId: string) =>
-      Effect.gen(function* () {
-        const file = fileOf(sessionId)
-        const stamp = yield* stampOf(file)
-        if (stamp === undefined) return emptyHistory
-        const cached = cache.get(sessionId)
-        if (cached !== undefined && cached.stamp === stamp) return cached.doc
-        const text = yield* fs.readFileString(file).pipe(Effect.mapError(io(file, "read")))
-        const doc = yield* decodeDocument(text).pipe(
-          Effect.mapError((error) => new HistoryCorrupt({ file, reason: error.message }))
-        )
-        cache.set(sessionId, { doc, stamp })
-        return doc
+/**
+ * History kept by the data root's store: `messages.json` and `tool-results/` through the store's
+ * checked, atomic writes and its per-session lock (the one the files API, deletion and turns
+ * take), so a deleted session's history is never written back.
+ */
+export const fromStore = (store: Store.Service): Service => {
+  const fileOf = (sessionId: string) => `${sessionId}/${HISTORY_FILE}`
+  const fromStoreError =
+    (sessionId: string, operation: string) =>
+    (e: StoreError): HistoryError =>
+      e._tag === "PathRefused" && e.path === sessionId
+        ? new InvalidSessionId({ sessionId })
+        : e._tag === "SessionNotFound"
+          ? e
+          : e._tag === "PathRefused"
+            ? // messages.json or tool-results/ made a link out of the session: named, never followed.
+              new HistoryCorrupt({ file: `${sessionId}/${e.path}`, reason: e.reason })
+            : new HistoryIOError({ file: fileOf(sessionId), operation, reason: e.message })
+  // The last document per session with the text it came from: an unchanged file is not decoded again.
+  const cache = new Map<string, { readonly text: string; readonly doc: HistoryDocument }>()
+  const read = (sessionId: string) =>
+    Effect.gen(function* () {
+      const text = yield* store
+        .readHistory(sessionId)
+        .pipe(Effect.mapError(fromStoreError(sessionId, "read")))
+      if (text === undefined) return emptyHistory
+      const cached = cache.get(sessionId)
+      if (cached !== undefined && cached.text === text) return cached.doc
+      // The v1 document, or the plain array of chat messages (written back as v1 on the next change).
+      const doc = yield* Either.match(decodeHistoryText(text, fileOf(sessionId)), {
+        onLeft: Effect.fail,
+        onRight: Effect.succeed
       })
-
-    const service: Service = {
-      load: (sessionId) => validateSessionId(sessionId).pipe(Effect.zipRight(read(sessionId))),
-      modify: (sessionId, f) =>
+      cache.set(sessionId, { text, doc })
+      if (cache.size > 256) cache.delete(cache.keys().next().value!)
+      return doc
+    })
+  const check = (sessionId: string) => validateSessionId(sessionId)
+  return {
+    load: (sessionId) => Effect.zipRight(check(sessionId), read(sessionId)),
+    modify: (sessionId, f) =>
+      store.withSessionLock(
+        sessionId,
         Effect.gen(function* () {
-          yield* validateSessionId(sessionId)
+          yield* check(sessionId)
           const [value, next] = yield* f(yield* read(sessionId))
-          const file = fileOf(sessionId)
-          yield* writeAtomic(file, `${JSON.stringify(next, null, 2)}\n`)
-          const stamp = yield* stampOf(file)
-          if (stamp === undefined) cache.delete(sessionId)
-          else cache.set(sessionId, { doc: next, stamp })
+          const text = `${JSON.stringify(next, null, 2)}\n`
+          yield* store.writeHistory(sessionId, text).pipe(Effect.mapError(fromStoreError(sessionId, "write")))
+          cache.set(sessionId, { text, doc: next })
           return value
-        }).pipe(lockFor(sessionId).withPermits(1)),
-      saveFullResult: (sessionId, callId, result) =>
-        Effect.gen(function* () {
-          yield* validateSessionId(sessionId)
-          const relative = fullResultPath(callId)
-          yield* writeAtomic(path.join(root, sessionId, relative), `${JSON.stringify(result, null, 2)}\n`)
-          return relative
-        }),
-      readFullResult: (sessionId, callId) =>
-        Effect.gen(function* () {
-          yield* validateSessionId(sessionId)
-          const file = path.join(root, sessionId, fullResultPath(callId))
-          const text = yield* fs.readFileString(file).pipe(Effect.mapError(io(file, "read")))
-          return yield* Effect.try({
-            try: () => JSON.parse(text) as unknown,
-            catch: (e) => new HistoryCorrupt({ file, reason: String(e) })
-          })
         })
-    }
-    return service
-  })
+      ),
+    saveFullResult: (sessionId, callId, result) =>
+      Effect.zipRight(
+        check(sessionId),
+        store
+          .writeToolResult(sessionId, callId, `${JSON.stringify(result, null, 2)}\n`)
+          .pipe(Effect.mapError(fromStoreError(sessionId, "write")))
+      ),
+    readFullResult: (sessionId, callId) =>
+      Effect.gen(function* () {
+        yield* check(sessionId)
+        const file = `${sessionId}/${fullResultPath(callId)}`
+        const text = yield* store
+          .readToolResult(sessionId, callId)
+          .pipe(Effect.mapError(fromStoreError(sessionId, "read")))
+        if (text === undefined)
+          return yield* new HistoryIOError({ file, operation: "read", reason: "the file does not exist" })
+        return yield* Effect.try({
+          try: () => JSON.parse(text) as unknown,
+          catch: () => new HistoryCorrupt({ file, reason: "it is not JSON" })
+        })
+      })
+  }
+}
 
-export const layerFile = (
-  root: string
-): Layer.Layer<HistoryStore, never, FileSystem.FileSystem | Path.Path> =>
+/** History in `<root>/<sessionId>/messages.json`, through a store of that root. */
+export const makeFile = (root: string): Effect.Effect<Service> =>
+  Effect.sync(() => fromStore(Store.makeUnsafe(root)))
+
+export const layerFile = (root: string): Layer.Layer<HistoryStore> =>
   Layer.effect(HistoryStore, makeFile(root))
+
+/** History through the data root's store. */
+export const layerStore: Layer.Layer<HistoryStore, never, Store.Store> = Layer.effect(
+  HistoryStore,
+  Effect.map(Store.Store, fromStore)
+)

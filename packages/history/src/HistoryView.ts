@@ -10,7 +10,7 @@
  */
 import { Either } from "effect"
 import { MessageNotFound } from "./HistoryErrors.ts"
-import type { Dismissal, HistoryDocument, Message, Part, Summary } from "./Message.ts"
+import type { Dismissal, HistoryDocument, Message, Part, Summary, ToolResultPart } from "./Message.ts"
 import { toolCallsOf } from "./Message.ts"
 import type { Turn } from "./Turns.ts"
 import { interruptedResult, turnsOf } from "./Turns.ts"
@@ -65,7 +65,9 @@ const curate = (message: Message, all: ReadonlyArray<Message>): Message => {
         callId: part.callId,
         name: part.name,
         status: part.status,
-        data: placeholderText(dismissal, `${part.name}${describeInput(call?.input)} result`)
+        data: placeholderText(dismissal, `${part.name}${describeInput(call?.input)} result`),
+        // An error stays whole (seed 002 A3), placeholder or not.
+        ...(part.error === undefined ? {} : { error: part.error })
       }
     }
     if (part._tag === "text")
@@ -74,6 +76,154 @@ const curate = (message: Message, all: ReadonlyArray<Message>): Message => {
   })
   return { ...message, parts }
 }
+
+/**
+ * The placeholder of a tool result a reduced turn leaves out: what was called, and where the full
+ * result is (`[Read(src/auth.ts) result — not shown to fit the budget; the full result is on file:
+ * tool-results/call_1.json]`), in the style of a dismissed memory's placeholder.
+ */
+export const omittedResultText = (call: string, onFile: string): string =>
+  `[${call} result — not shown to fit the budget; the full result is on file: ${onFile}]`
+
+/**
+ * A tool result as a reduced turn shows it: status and error kept, its data the placeholder naming
+ * the call (`input`: the call's arguments) and where the full result is (`full`, else `onFile`).
+ */
+export const omittedResult = (part: ToolResultPart, input: unknown, onFile: string): ToolResultPart => ({
+  _tag: "tool-result",
+  callId: part.callId,
+  name: part.name,
+  status: part.status,
+  data: omittedResultText(`${part.name}${describeInput(input)}`, part.full ?? onFile),
+  ...(part.error === undefined ? {} : { error: part.error })
+})
+
+/** Text longer than this in a reduced turn's steps (not its input or answer) is cut to its head. */
+const REDUCED_TEXT_CHARS = 400
+/** A tool call's string argument longer than this is cut to its head in a reduced turn. */
+const REDUCED_ARGUMENT_CHARS = 200
+
+const cutText = (text: string, max: number, onFile: string) =>
+  text.length <= max
+    ? text
+    : `${text.slice(0, max)}… [${text.length - max} more characters not shown to fit the budget; on file: ${onFile}]`
+
+const cutArguments = (input: unknown, onFile: string): unknown => {
+  if (typeof input === "string") return cutText(input, REDUCED_ARGUMENT_CHARS, onFile)
+  if (Array.isArray(input)) return input.map((v) => cutArguments(v, onFile))
+  if (typeof input === "object" && input !== null)
+    return Object.fromEntries(Object.entries(input).map(([k, v]) => [k, cutArguments(v, onFile)]))
+  return input
+}
+
+export interface ReduceOptions {
+  /** The history file the messages are kept in, relative to the session (default `messages.json`). */
+  readonly historyFile?: string
+}
+
+/**
+ * A finished turn reduced to fit a budget: its input and final answer as they are; each tool
+ * result a placeholder that names the call and where the full result is on file (status and error
+ * kept); long words of its steps and long tool-call arguments cut to their head, marked. Calls keep
+ * their results (pairs stay whole); pinned messages and curated placeholders stay as they are;
+ * every message keeps its id. The same turn when there is nothing to reduce.
+ */
+export const reduceTurn = (turn: Turn, options: ReduceOptions = {}): Turn => {
+  const historyFile = options.historyFile ?? "messages.json"
+  // The same messages reduce to the same turn (its message array too: counts and hashes by it hold).
+  const hit = reducedTurns.get(turn.messages)
+  if (hit !== undefined && hit.historyFile === historyFile && hit.turn.turn === turn.turn) {
+    if (hit.turn === turn) return hit.reduced
+    return hit.reduced === hit.turn ? turn : { ...turn, messages: hit.reduced.messages }
+  }
+  const reduced = reduceTurnFresh(turn, historyFile)
+  reducedTurns.set(turn.messages, { historyFile, turn, reduced })
+  return reduced
+}
+
+/** Reduced turns by their message array. */
+const reducedTurns = new WeakMap<
+  ReadonlyArray<Message>,
+  { readonly historyFile: string; readonly turn: Turn; readonly reduced: Turn }
+>()
+
+const reduceTurnFresh = (turn: Turn, historyFile: string): Turn => {
+  let inputs: Map<string, unknown> | undefined
+  const inputOf = (callId: string) => {
+    if (inputs === undefined) {
+      inputs = new Map()
+      for (const m of turn.messages) for (const call of toolCallsOf(m)) inputs.set(call.callId, call.input)
+    }
+    return inputs.get(callId)
+  }
+  let changed = false
+  const messages = turn.messages.map((m): Message => {
+    const cached = reducedMessages.get(m)
+    const reduced =
+      cached !== undefined && cached.historyFile === historyFile
+        ? cached.reduced
+        : reduceMessage(m, historyFile, inputOf)
+    if (cached === undefined || cached.historyFile !== historyFile)
+      reducedMessages.set(m, { historyFile, reduced })
+    if (reduced !== m) changed = true
+    return reduced
+  })
+  return changed ? { ...turn, messages } : turn
+}
+
+/** Reduced messages by the message (a warm compile reduces and counts nothing again). */
+const reducedMessages = new WeakMap<Message, { readonly historyFile: string; readonly reduced: Message }>()
+
+const reduceMessage = (m: Message, historyFile: string, inputOf: (callId: string) => unknown): Message => {
+  if (m.meta.pinned === true || m.meta.dismissed !== undefined) return m
+  if (m.role === "user" || m.role === "system" || m.meta.kind === "final" || m.meta.kind === "input") return m
+  const onFile = `${historyFile} (message ${m.id})`
+  let touched = false
+  const parts = m.parts.map((part): Part => {
+    if (part._tag === "tool-result") {
+      touched = true
+      return omittedResult(part, inputOf(part.callId), onFile)
+    }
+    if (part._tag === "text") {
+      const text = cutText(part.text, REDUCED_TEXT_CHARS, onFile)
+      if (text === part.text) return part
+      touched = true
+      return { _tag: "text", text }
+    }
+    const input = cutArguments(part.input, onFile)
+    if (JSON.stringify(input) === JSON.stringify(part.input)) return part
+    touched = true
+    return { ...part, input }
+  })
+  if (!touched) return m
+  return { ...m, parts }
+}
+
+/** "turns 3-7" from 3 and 7, "turn 3" from 3 and 3. */
+const span = (from: number, to: number) => (from === to ? `turn ${from}` : `turns ${from}-${to}`)
+
+/** Turn numbers as spans: [3, 4, 5, 9] -> "turns 3-5; turn 9". */
+export const turnSpans = (turns: ReadonlyArray<number>): string => {
+  const sorted = [...new Set(turns)].sort((a, b) => a - b)
+  const out: Array<string> = []
+  let i = 0
+  while (i < sorted.length) {
+    let j = i
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j]! + 1) j++
+    out.push(span(sorted[i]!, sorted[j]!))
+    i = j + 1
+  }
+  return out.join("; ")
+}
+
+/**
+ * The note a request carries for earlier turns it leaves out with no summary shown for them:
+ * which turns, and that they are on file.
+ */
+export const leftOutTurnsNote = (turns: ReadonlyArray<number>, historyFile = "messages.json"): string =>
+  turns.length === 0
+    ? ""
+    : `(Earlier ${turnSpans(turns)} left out to fit the budget, with no summary shown for ${turns.length === 1 ? "it" : "them"}; on file in ${historyFile}, full tool results in tool-results/.)`
 
 /** The summary as the model reads it (a system message in L3). */
 export const summaryText = (summary: Summary): string => summary.text

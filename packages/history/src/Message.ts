@@ -56,12 +56,34 @@ export const Dismissal = Schema.Struct({
 })
 export type Dismissal = typeof Dismissal.Type
 
+/**
+ * A reference recorded with a user input, in the manifest's shape: the inline form
+ * (`[file:12:30]`, `[file#Block]`), `{ path, startLine, endLine }` or `{ path, block }`.
+ */
+export const InputReference = Schema.Union(
+  Schema.Struct({
+    path: Schema.String,
+    startLine: Schema.Int.pipe(Schema.positive()),
+    endLine: Schema.Int.pipe(Schema.positive())
+  }),
+  Schema.Struct({ path: Schema.String, block: Schema.String }),
+  Schema.String
+)
+export type InputReference = typeof InputReference.Type
+
 export const MessageMeta = Schema.Struct({
   turn: Schema.Int,
   step: Schema.optional(Schema.Int),
   kind: Schema.optional(MessageKind),
   /** Idempotency key of the user input that opened the turn (input messages only). */
   inputKey: Schema.optional(Schema.String),
+  /** References that came with the input (input messages only): resolved each time the turn compiles. */
+  references: Schema.optional(Schema.Array(InputReference)),
+  /**
+   * What the provider reported for the request that produced this assistant message (input and
+   * output tokens): the latest is the compaction trigger's "last usage", kept across restarts.
+   */
+  usage: Schema.optional(Schema.Struct({ inputTokens: Schema.Int, outputTokens: Schema.Int })),
   /** Set on the turn's last assistant message when the assistant finished. */
   finished: Schema.optional(Schema.Boolean),
   pinned: Schema.optional(Schema.Boolean),
@@ -114,3 +136,12 @@ export const toolCallsOf = (message: Message): Array<ToolCallPart> =>
 
 export const toolResultsOf = (message: Message): Array<ToolResultPart> =>
   message.parts.filter((p): p is ToolResultPart => p._tag === "tool-result")
+
+/** The usage reported for the session's latest request (0 when none was recorded). */
+export const lastUsageOf = (doc: HistoryDocument): number => {
+  for (let i = doc.messages.length - 1; i >= 0; i--) {
+    const usage = doc.messages[i]!.meta.usage
+    if (usage !== undefined) return usage.inputTokens + usage.outputTokens
+  }
+  return 0
+}

@@ -4,24 +4,43 @@
  * flight; a retry resumes the turn instead of adding the input again.
  */
 import { Effect } from "effect"
-import type { HistoryError } from "./HistoryErrors.ts"
+import { type HistoryError, IdempotencyConflict } from "./HistoryErrors.ts"
 import { HistoryStore } from "./HistoryStore.ts"
-import type { Message } from "./Message.ts"
+import type { HistoryDocument, Message } from "./Message.ts"
+import { textOf } from "./Message.ts"
 import type { CompressionLimits, RawToolResult } from "./ToolResultCompressor.ts"
 import { compressToolResult } from "./ToolResultCompressor.ts"
-import type { BeganTurn, BeginTurnOptions, StepInput } from "./Turns.ts"
+import type { BeganTurn, BeginTurnOptions, StepInput, Usage } from "./Turns.ts"
 import { appendStep, appendToolResult, beginTurn, finishTurn } from "./Turns.ts"
 
+/**
+ * Opens (or resumes) a turn. The same idempotency key with a different message is refused
+ * (`IdempotencyConflict`): the new message would otherwise be dropped silently.
+ */
 export const startTurn = (
   sessionId: string,
   options: BeginTurnOptions
-): Effect.Effect<BeganTurn, HistoryError, HistoryStore> =>
+): Effect.Effect<BeganTurn, HistoryError | IdempotencyConflict, HistoryStore> =>
   Effect.flatMap(HistoryStore, (store) =>
     store.modify(sessionId, (doc) => {
+      const conflict = keyConflict(doc, options)
+      if (conflict !== undefined) return Effect.fail(conflict)
       const began = beginTurn(doc, options)
       return Effect.succeed([began, began.doc] as const)
     })
   )
+
+/** The conflict when the options' key opened a turn whose input was a different message. */
+export const keyConflict = (
+  doc: HistoryDocument,
+  options: BeginTurnOptions
+): IdempotencyConflict | undefined => {
+  if (options.inputKey === undefined) return undefined
+  const input = doc.messages.find((m) => m.meta.kind === "input" && m.meta.inputKey === options.inputKey)
+  return input === undefined || textOf(input) === options.input
+    ? undefined
+    : new IdempotencyConflict({ key: options.inputKey, turn: input.meta.turn })
+}
 
 export const recordStep = (
   sessionId: string,
@@ -77,11 +96,12 @@ export const recordToolResult = (
 export const endTurn = (
   sessionId: string,
   turn: number,
-  text: string
+  text: string,
+  usage?: Usage
 ): Effect.Effect<Message, HistoryError, HistoryStore> =>
   Effect.flatMap(HistoryStore, (store) =>
     store.modify(sessionId, (doc) => {
-      const { doc: next, message } = finishTurn(doc, turn, text)
+      const { doc: next, message } = finishTurn(doc, turn, text, usage)
       return Effect.succeed([message, next] as const)
     })
   )

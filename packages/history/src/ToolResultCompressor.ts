@@ -18,6 +18,7 @@
  * When anything was cut, `truncated: true` and a `readBack` hint name the file that keeps the
  * full result (`tool-results/<callId>.json`, written by the history store).
  */
+import { toolResultPath } from "@ctxo/store/Paths"
 import type { ToolError } from "./Message.ts"
 
 export interface CompressionLimits {
@@ -60,9 +61,8 @@ export interface CompressedToolResult {
   readonly truncated: boolean
 }
 
-/** Where the full result of a call is kept, relative to the session directory. */
-export const fullResultPath = (callId: string): string =>
-  `tool-results/${callId.replace(/[^a-zA-Z0-9._-]/g, "_")}.json`
+/** Where the full result of a call is kept, relative to the session directory (the store's rule). */
+export const fullResultPath: (callId: string) => string = toolResultPath
 
 type Obj = Record<string, unknown>
 const isObj = (value: unknown): value is Obj =>

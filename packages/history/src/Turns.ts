@@ -12,8 +12,14 @@
  * recorded). A tool call left without a result by a crash gets an explicit error result, so no call
  * is ever without its result.
  */
-import type { HistoryDocument, Message, Part, ToolCallPart, ToolError } from "./Message.ts"
+import type { HistoryDocument, InputReference, Message, Part, ToolCallPart, ToolError } from "./Message.ts"
 import { textOf, toolCallsOf, toolResultsOf } from "./Message.ts"
+
+/** Input and output tokens the provider reported for one request. */
+export interface Usage {
+  readonly inputTokens: number
+  readonly outputTokens: number
+}
 
 export interface Turn {
   readonly turn: number
@@ -78,6 +84,8 @@ export interface BeginTurnOptions {
   readonly input: string
   /** The client's idempotency key: the same key always means the same turn. */
   readonly inputKey?: string
+  /** References sent with the input (manifest shape); kept on the input message. */
+  readonly references?: ReadonlyArray<InputReference>
   readonly now?: string
 }
 
@@ -132,6 +140,9 @@ export const beginTurn = (doc: HistoryDocument, options: BeginTurnOptions): Bega
       turn,
       kind: "input",
       ...(options.inputKey === undefined ? {} : { inputKey: options.inputKey }),
+      ...(options.references === undefined || options.references.length === 0
+        ? {}
+        : { references: [...options.references] }),
       ...(options.now === undefined ? {} : { createdAt: options.now })
     }
   }
@@ -141,6 +152,8 @@ export const beginTurn = (doc: HistoryDocument, options: BeginTurnOptions): Bega
 export interface StepInput {
   /** The model's words for this step (Thought / Action in the ReAct format). */
   readonly text?: string
+  /** The provider's usage for the request that produced this step. */
+  readonly usage?: Usage
   readonly toolCall?: { readonly callId: string; readonly name: string; readonly input: unknown }
 }
 
@@ -160,7 +173,12 @@ export const appendStep = (
     id: nextId(doc, turn),
     role: "assistant",
     parts,
-    meta: { turn, step: stepNumber(doc, turn), kind: "step" }
+    meta: {
+      turn,
+      step: stepNumber(doc, turn),
+      kind: "step",
+      ...(step.usage === undefined ? {} : { usage: step.usage })
+    }
   }
   return { doc: push(doc, message), message }
 }
@@ -194,14 +212,21 @@ export const appendToolResult = (
 export const finishTurn = (
   doc: HistoryDocument,
   turn: number,
-  text: string
+  text: string,
+  usage?: Usage
 ): { doc: HistoryDocument; message: Message } => {
   const closed = closeDangling(doc, turn)
   const message: Message = {
     id: nextId(closed, turn),
     role: "assistant",
     parts: [{ _tag: "text", text }],
-    meta: { turn, step: stepNumber(closed, turn), kind: "final", finished: true }
+    meta: {
+      turn,
+      step: stepNumber(closed, turn),
+      kind: "final",
+      finished: true,
+      ...(usage === undefined ? {} : { usage })
+    }
   }
   return { doc: push(closed, message), message }
 }

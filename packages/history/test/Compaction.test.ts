@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -214,9 +214,11 @@ describe("compact", () => {
       }).pipe(Effect.provide(memory))
   )
 
-  it.effect("a restore from the file keeps the summary (compression__context)", () =>
+  it.scoped("a restore from the file keeps the summary (compression__context)", () =>
     Effect.gen(function* () {
       const root = mkdtempSync(join(tmpdir(), "ctxo-history-"))
+      mkdirSync(join(root, "s7"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(root, { recursive: true, force: true })))
       const files = HistoryStore.layerFile(root).pipe(Layer.provide(NodeContext.layer))
       yield* Effect.gen(function* () {
         yield* seed("s7", 12)

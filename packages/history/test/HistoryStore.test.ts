@@ -1,16 +1,23 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as HistoryStore from "../src/HistoryStore.ts"
 import { emptyHistory } from "../src/Message.ts"
 import { recordStep, recordToolResult, startTurn } from "../src/Recorder.ts"
 import { beginTurn } from "../src/Turns.ts"
 
-const fileStore = () => {
+const roots: Array<string> = []
+afterAll(() => {
+  for (const root of roots) rmSync(root, { recursive: true, force: true })
+})
+// A data root whose sessions exist (history is never written for a session that is not there).
+const fileStore = (sessions: ReadonlyArray<string> = ["s1", "s2", "s4", "edit"]) => {
   const root = mkdtempSync(join(tmpdir(), "ctxo-store-"))
+  roots.push(root)
+  for (const id of sessions) mkdirSync(join(root, id))
   return { root, layer: HistoryStore.layerFile(root).pipe(Layer.provide(NodeContext.layer)) }
 }
 
@@ -70,6 +77,27 @@ describe("HistoryStore (file)", () => {
     }).pipe(Effect.provide(layer))
   })
 
+  it.effect("keeps the full result of a long call id where the compressed result says it is", () => {
+    const { root, layer } = fileStore()
+    return Effect.gen(function* () {
+      const callId = `call_${"x".repeat(300)}`
+      const { turn } = yield* startTurn("s4", { input: "grep it" })
+      yield* recordStep("s4", turn, { toolCall: { callId, name: "Grep", input: { pattern: "x" } } })
+      const matches = Array.from({ length: 50 }, (_, i) => `src/a.ts:${i + 1}:x`)
+      const message = yield* recordToolResult(
+        "s4",
+        turn,
+        { callId, name: "Grep" },
+        { status: "success", data: { pattern: "x", matches } }
+      )
+      const full = (message.parts[0] as { full?: string }).full
+      expect(full).toBeDefined()
+      expect(full!.length).toBeLessThan(230)
+      const saved = JSON.parse(readFileSync(join(root, "s4", full!), "utf8"))
+      expect(saved.data.matches).toHaveLength(50)
+    }).pipe(Effect.provide(layer))
+  })
+
   it.effect("refuses a corrupt file with its name and leaves it untouched", () => {
     const { root, layer } = fileStore()
     mkdirSync(join(root, "s3"))
@@ -77,7 +105,8 @@ describe("HistoryStore (file)", () => {
     return Effect.gen(function* () {
       const error = yield* Effect.flip(startTurn("s3", { input: "hi" }))
       expect(error._tag).toBe("HistoryCorrupt")
-      expect(error.message).toContain(join(root, "s3", "messages.json"))
+      expect(error.message).toContain("s3/messages.json")
+      expect(error.message).not.toContain(root)
       expect(readFileSync(join(root, "s3", "messages.json"), "utf8")).toBe(
         '{"format":"ctxo.history/v1","messages":[{"id":1}]}'
       )
@@ -110,6 +139,30 @@ describe("HistoryStore (file)", () => {
       expect(doc.messages).toHaveLength(20)
       expect(new Set(doc.messages.map((m) => m.meta.turn)).size).toBe(20)
     }).pipe(Effect.provide(fileStore().layer))
+  )
+
+  it.effect("never writes the history of a session whose folder is gone", () => {
+    const { root, layer } = fileStore(["gone"])
+    return Effect.gen(function* () {
+      yield* startTurn("gone", { input: "first" })
+      rmSync(join(root, "gone"), { recursive: true })
+      const error = yield* Effect.flip(startTurn("gone", { input: "second" }))
+      expect(error._tag).toBe("SessionNotFound")
+      expect(readdirSync(root)).not.toContain("gone")
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("refuses an idempotency key reused with a different message, and records nothing", () =>
+    Effect.gen(function* () {
+      const store = yield* HistoryStore.HistoryStore
+      yield* startTurn("keys", { input: "first question", inputKey: "k1" })
+      const again = yield* startTurn("keys", { input: "first question", inputKey: "k1" })
+      expect(again.resumed).toBe(true)
+      const error = yield* Effect.flip(startTurn("keys", { input: "another question", inputKey: "k1" }))
+      expect(error).toMatchObject({ _tag: "IdempotencyConflict", key: "k1", turn: 1 })
+      expect(error.message).toContain("different message")
+      expect((yield* store.load("keys")).messages).toHaveLength(1)
+    }).pipe(Effect.provide(HistoryStore.layerMemory))
   )
 
   it.effect("the memory layer behaves the same", () =>

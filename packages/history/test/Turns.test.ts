@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Either, Schema } from "effect"
 import { dismissMemory, historyView, turnContext } from "../src/HistoryView.ts"
 import type { HistoryDocument } from "../src/Message.ts"
-import { emptyHistory, textOf } from "../src/Message.ts"
+import { emptyHistory, HistoryDocument as HistoryDocumentSchema, textOf } from "../src/Message.ts"
 import {
   appendStep,
   appendToolResult,
@@ -39,6 +39,21 @@ describe("turns", () => {
       ["t1-3", "assistant", "final"]
     ])
     expect(doc.messages[3]!.meta.finished).toBe(true)
+  })
+
+  it("keeps the references sent with an input on the input message, and they survive the file", () => {
+    const references = [
+      "[notes.md#Plan]",
+      { path: "src/a.ts", startLine: 1, endLine: 3 },
+      { path: "p.md", block: "^b3" }
+    ]
+    const began = beginTurn(emptyHistory, { input: "Review this", references })
+    expect(began.doc.messages[0]!.meta.references).toEqual(references)
+    const reread = Schema.decodeUnknownSync(HistoryDocumentSchema)(JSON.parse(JSON.stringify(began.doc)))
+    expect(reread.messages[0]!.meta.references).toEqual(references)
+    expect(
+      beginTurn(emptyHistory, { input: "No refs", references: [] }).doc.messages[0]!.meta
+    ).not.toHaveProperty("references")
   })
 
   it("a retry with the same idempotency key never adds the input twice, finished or not", () => {
