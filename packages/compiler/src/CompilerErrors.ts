@@ -1,3 +1,5 @@
+import { clipFile, clipSentence } from "@ctxo/store/DecodeError"
+import type { PathRefused } from "@ctxo/store/StoreErrors"
 import { Schema } from "effect"
 
 /** A `context-config.json` that does not match the manifest schema. Names the file and the field. */
@@ -6,7 +8,7 @@ export class InvalidManifest extends Schema.TaggedError<InvalidManifest>("@ctxo/
   { file: Schema.String, field: Schema.String, reason: Schema.String }
 ) {
   override get message(): string {
-    return `Invalid manifest ${this.file}: ${this.field}: ${this.reason}`
+    return clipSentence(`Invalid manifest ${clipFile(this.file)}: ${this.field}: ${this.reason}`)
   }
 }
 
@@ -25,6 +27,10 @@ export class UnresolvedReference extends Schema.TaggedError<UnresolvedReference>
     return `Reference ${this.ref}: ${this.reason}`
   }
 }
+
+/** A path the store's rule refuses (`PathRefused`), as the reference `ref` that named it. */
+export const outsideSandbox = (ref: string, refused: PathRefused): UnresolvedReference =>
+  new UnresolvedReference({ ref, kind: "outside-sandbox", reason: refused.reason })
 
 /** A collector returned a key that does not end in `__context`, or a key the composer cannot place. */
 export class InvalidContextKey extends Schema.TaggedError<InvalidContextKey>(

@@ -93,6 +93,11 @@ export interface ComposeInput {
   readonly systemPrompt: string
   readonly contexts: Readonly<Record<string, string>>
   readonly checkpointMessages: ReadonlyArray<Message>
+  /**
+   * The turn being answered (its input and steps are in `checkpointMessages`): a map-reduce role
+   * gets no earlier turns, but the turn it is answering stays.
+   */
+  readonly runningTurn?: number
   readonly query?: string
   readonly process?: ProcessOptions
 }
@@ -139,7 +144,12 @@ export const compose = (
     (key === "knowledge__context" && input.process?.knowledge === true)
   const contexts = Object.entries(input.contexts).filter(([key, text]) => allowed(key) && text.trim() !== "")
   const named = new Set<string>(policy.order)
-  const history = role === "agent" ? input.checkpointMessages : []
+  const history =
+    role === "agent"
+      ? input.checkpointMessages
+      : input.runningTurn === undefined
+        ? []
+        : input.checkpointMessages.filter((m) => m.meta.turn === input.runningTurn)
 
   if (input.query !== undefined) {
     const lastUser = [...history].reverse().find((m) => m.role === "user")

@@ -3,21 +3,13 @@
  * what it needs through the collect context and returns units of one `__context` key. The
  * formatting is in `Sources` (pure); a key that does not end in `__context` is refused.
  */
+import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import type { Summary } from "@ctxo/history/Message"
 import { Effect, Either } from "effect"
 import { InvalidContextKey, type UnresolvedReference } from "./CompilerErrors.ts"
-import { memoByKey } from "./internal/memo.ts"
 import type { Manifest } from "./Manifest.ts"
 import type { ContextUnit } from "./Sources.ts"
-import {
-  findRulesFile,
-  globMatcher,
-  isGlob,
-  knowledgeUnits,
-  selectProfileBlocks,
-  todoRecap,
-  treeContext
-} from "./Sources.ts"
+import { findRulesFile, globMatcher, isGlob, todoRecap, treeContext } from "./Sources.ts"
 
 export interface CollectContext {
   readonly sessionId: string
@@ -33,6 +25,28 @@ export interface CollectContext {
     scope: "global" | "session",
     paths: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyArray<string>, UnresolvedReference>
+  /** The block-id sidecar of a file (`<file>.blocks.json`), if it has one: short ids resolve with it. */
+  readonly readSidecar: (
+    scope: "global" | "session",
+    file: string
+  ) => Effect.Effect<BlockIdSidecar | undefined, UnresolvedReference>
+  /**
+   * `Sources.knowledgeUnits` of a session file, through the compile's cache: the units are the
+   * same objects while the file's text (and sidecar) is, so the budget's per-unit caches hit.
+   */
+  readonly knowledgeUnits: (
+    path: string,
+    content: string,
+    block: string | undefined,
+    sidecar: BlockIdSidecar | undefined
+  ) => Either.Either<ReadonlyArray<ContextUnit>, UnresolvedReference>
+  /** `Sources.selectProfileBlocks` of a global file, through the compile's cache likewise. */
+  readonly profileBlocks: (
+    file: string,
+    content: string,
+    ids: ReadonlyArray<string>,
+    sidecar: BlockIdSidecar | undefined
+  ) => Either.Either<ReadonlyArray<ContextUnit>, UnresolvedReference>
   readonly warn: (message: string) => void
 }
 
@@ -42,16 +56,6 @@ export interface ContextSource {
     context: CollectContext
   ) => Effect.Effect<ReadonlyArray<ContextUnit>, UnresolvedReference>
 }
-
-// Units of a file are the same objects while its text is: the budget's per-unit caches then hit.
-const knowledgeOf = memoByKey(4096, (content: string, key: string) => {
-  const [path, block] = key.split("\u0000") as [string, string]
-  return knowledgeUnits(path, content, block === "" ? undefined : block)
-})
-const profileOf = memoByKey(64, (content: string, key: string) => {
-  const [file, ...ids] = key.split("\u0000") as [string, ...Array<string>]
-  return selectProfileBlocks(content, file, ids)
-})
 
 const fromEither = <A, E>(either: Either.Either<A, E>) =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
@@ -106,15 +110,19 @@ export const treeSource: ContextSource = {
     })
 }
 
-/** Selected blocks of the profile (`profileBlocks`). */
+/** Selected blocks of the profile (`profileBlocks`: heading paths or short ids like `^b3`). */
 export const profileSource: ContextSource = {
   id: "profile",
   collect: (c) =>
     c.manifest.profileBlocks.length === 0
       ? Effect.succeed([])
-      : Effect.flatMap(c.read("global", c.manifest.profile), (profile) =>
-          fromEither(profileOf([c.manifest.profile, ...c.manifest.profileBlocks].join("\u0000"), profile))
-        )
+      : Effect.gen(function* () {
+          const profile = yield* c.read("global", c.manifest.profile)
+          const sidecar = yield* c.readSidecar("global", c.manifest.profile)
+          return yield* fromEither(
+            c.profileBlocks(c.manifest.profile, profile, c.manifest.profileBlocks, sidecar)
+          )
+        })
 }
 
 /** Knowledge: files (Markdown split by top-level block), blocks, and globs of session files. */
@@ -128,7 +136,9 @@ export const knowledgeSource: ContextSource = {
         if (paths.length === 0) c.warn(`knowledge ${entry.path}: no file matches`)
         const texts = yield* c.readMany("session", paths)
         for (const [i, path] of paths.entries()) {
-          units.push(...(yield* fromEither(knowledgeOf(`${path}\u0000${entry.block ?? ""}`, texts[i]!))))
+          // Only a named block needs the sidecar (a short id, or an old name of a renamed heading).
+          const sidecar = entry.block === undefined ? undefined : yield* c.readSidecar("session", path)
+          units.push(...(yield* fromEither(c.knowledgeUnits(path, texts[i]!, entry.block, sidecar))))
         }
       }
       return units

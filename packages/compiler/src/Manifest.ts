@@ -5,7 +5,10 @@
  * (seed 001). `manifest.schema.json` beside this package is generated from this schema
  * (`pnpm --filter @ctxo/compiler manifest-schema`) and checked by a test.
  */
-import { Either, JSONSchema, ParseResult, Schema } from "effect"
+
+import { firstProblem } from "@ctxo/store/DecodeError"
+import type { ParseResult } from "effect"
+import { Either, JSONSchema, Schema } from "effect"
 import { InvalidManifest } from "./CompilerErrors.ts"
 
 export const PolicyName = Schema.Literal("layered", "code-agent", "notebook")
@@ -90,6 +93,11 @@ export const Manifest = Schema.Struct({
     { default: () => ({}) }
   ),
   budget: Schema.optionalWith(BudgetOverrides, { default: () => ({}) }),
+  /** What the agent's tools may do: `writeControlFiles` lets `write_file` change context-config.json. */
+  agent: Schema.optionalWith(
+    Schema.Struct({ writeControlFiles: Schema.optionalWith(Schema.Boolean, { default: () => false }) }),
+    { default: () => ({ writeControlFiles: false }) }
+  ),
   process: Schema.optionalWith(
     Schema.Struct({
       role: Schema.optionalWith(ProcessRole, { default: () => "agent" as const }),
@@ -108,13 +116,10 @@ const decode = Schema.decodeUnknownEither(Schema.parseJson(Manifest), {
   onExcessProperty: "error"
 })
 
-/** The first problem of a parse error as `field.path: message`. */
+/** The first problem of a parse error: the field's JSON path and what was expected there. */
 const firstIssue = (error: ParseResult.ParseError): { field: string; reason: string } => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const issue = issues[0]
-  if (issue === undefined) return { field: "(root)", reason: error.message }
-  const field = issue.path.length === 0 ? "(root)" : issue.path.map(String).join(".")
-  return { field, reason: issue.message }
+  const { path, problem } = firstProblem(error)
+  return { field: path, reason: problem }
 }
 
 /** Parses a manifest's JSON; an invalid one is an `InvalidManifest` naming the file and the field. */

@@ -6,11 +6,13 @@
  * A missing file, block, or a range outside the file is a `UnresolvedReference` naming the reference.
  */
 import { blockText, toLines } from "@ctxo/blocks/Block"
+import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import { resolveBlock } from "@ctxo/blocks/BlockResolver"
 import { parseJsonBlocks } from "@ctxo/blocks/JsonBlocks"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
+import { cleanPath } from "@ctxo/store/Paths"
 import { Either } from "effect"
-import { UnresolvedReference } from "./CompilerErrors.ts"
+import { outsideSandbox, UnresolvedReference } from "./CompilerErrors.ts"
 import type { Reference } from "./Manifest.ts"
 
 export type ParsedReference =
@@ -78,24 +80,14 @@ export const parseReference = (ref: Reference): Either.Either<ParsedReference, U
 }
 
 /**
- * Checks a path written by a user or a model and gives it back normalized (`a/./b` -> `a/b`).
- * Refused: empty, absolute (`/x`, `C:\x`, `\\server`), `~`, any `..` segment, NUL or control
- * characters, backslashes, and percent-encoded text (`%2e%2e`, `%2f`): paths are literal.
+ * Checks a path written by a user or a model and gives it back normalized (`a/./b` -> `a/b`), by
+ * the store's one path rule (`cleanPath`): refused are empty paths, absolute ones (`/x`, `C:\x`,
+ * `\\server`), URLs, `~`, any `..` segment, NUL bytes, backslashes, percent-encoded text (`%2e%2e`,
+ * `%2f`: paths are literal) and over-long paths or segments. A refusal is an `UnresolvedReference`
+ * (`outside-sandbox`) naming `ref`, with the store's reason.
  */
-export const sandboxPath = (path: string, ref = path): Either.Either<string, UnresolvedReference> => {
-  const refuse = (reason: string) =>
-    Either.left(new UnresolvedReference({ ref, kind: "outside-sandbox", reason }))
-  if (path.trim() === "") return refuse("the path is empty")
-  if (/[\u0000-\u001f\u007f]/.test(path)) return refuse("the path contains a NUL or control character")
-  if (/%[0-9a-fA-F]{2}/.test(path)) return refuse("the path is percent-encoded; write it literally")
-  if (path.includes("\\")) return refuse("backslashes are not allowed in paths")
-  if (path.startsWith("/") || /^[a-zA-Z]:/.test(path)) return refuse("absolute paths are not allowed")
-  if (path.startsWith("~")) return refuse("home-relative paths are not allowed")
-  const segments = path.split("/").filter((s) => s !== "" && s !== ".")
-  if (segments.some((s) => s === "..")) return refuse("the path leaves the session directory (..)")
-  if (segments.length === 0) return refuse("the path names no file")
-  return Either.right(segments.join("/"))
-}
+export const sandboxPath = (path: string, ref = path): Either.Either<string, UnresolvedReference> =>
+  Either.mapLeft(cleanPath(path), (refused) => outsideSandbox(ref, refused))
 
 export interface ResolvedReference {
   readonly ref: string
@@ -110,11 +102,13 @@ export interface ResolvedReference {
 
 /**
  * Resolves a parsed reference against the content of its file (`undefined`: the file does not
- * exist). Blocks resolve through the blocks package: exact, renamed, or close, with a warning.
+ * exist). Blocks resolve through the blocks package: exact, renamed, or close, with a warning;
+ * with the file's id sidecar, short ids (`^b3`) too.
  */
 export const resolveReference = (
   ref: ParsedReference,
-  content: string | undefined
+  content: string | undefined,
+  sidecar?: BlockIdSidecar
 ): Either.Either<ResolvedReference, UnresolvedReference> => {
   if (content === undefined) {
     return Either.left(
@@ -146,7 +140,10 @@ export const resolveReference = (
   const parsed = ref.path.toLowerCase().endsWith(".json")
     ? parseJsonBlocks(content, ref.path).pipe(Either.getOrElse(() => []))
     : parseMarkdownBlocks(content, ref.path)
-  return resolveBlock(parsed, ref.block, { file: ref.path }).pipe(
+  return resolveBlock(parsed, ref.block, {
+    file: ref.path,
+    ...(sidecar === undefined ? {} : { sidecar })
+  }).pipe(
     Either.mapLeft(
       (error) => new UnresolvedReference({ ref: ref.raw, kind: "missing-block", reason: error.message })
     ),

@@ -50,6 +50,20 @@ export interface AnthropicRequest {
   readonly messages: ReadonlyArray<AnthropicMessage>
 }
 
+export interface OpenAIRequest {
+  readonly messages: ReadonlyArray<OpenAIMessage>
+}
+
+export interface ReActRequest {
+  readonly prompt: string
+}
+
+/** A rendered request, typed by its format: narrow on `format` to read `request`. */
+export type RenderedRequest =
+  | { readonly format: "openai"; readonly request: OpenAIRequest }
+  | { readonly format: "anthropic"; readonly request: AnthropicRequest }
+  | { readonly format: "react"; readonly request: ReActRequest }
+
 /** A tool result as the model reads it: status, data and error (seed 002 C1). */
 export const toolResultContent = (part: ToolResultPart): string =>
   JSON.stringify({
@@ -59,7 +73,11 @@ export const toolResultContent = (part: ToolResultPart): string =>
   })
 
 // A history message renders to the same objects every time (messages are immutable): a warm
-// compile reuses them, and with them every per-message count and hash keyed by them.
+// compile reuses them, and with them every per-message count and hash keyed by them (those live in
+// `CompileCache`). This one stays a module-level WeakMap on purpose: `renderOpenAI` is a pure
+// function any caller may use without a layer, the entries are a pure function of an immutable
+// message (nothing here can go stale or leak between tenants: only who holds the message can look
+// it up), and each entry lives exactly as long as its message, so it is bounded by what callers keep.
 const openAIRendered = new WeakMap<Message, ReadonlyArray<OpenAIMessage>>()
 
 /** The OpenAI chat messages of one history message (a tool message gives one per result). */
@@ -98,9 +116,7 @@ export const openAIMessagesOf = (message: Message): ReadonlyArray<OpenAIMessage>
   return rendered
 }
 
-export const renderOpenAI = (
-  composition: Composition
-): { readonly messages: ReadonlyArray<OpenAIMessage> } => {
+export const renderOpenAI = (composition: Composition): OpenAIRequest => {
   const messages: Array<OpenAIMessage> = []
   for (const layer of composition.layers) {
     if (layer._tag === "system") messages.push({ role: "system", content: layer.text })
@@ -190,7 +206,7 @@ export const renderAnthropic = (composition: Composition): AnthropicRequest => {
 }
 
 /** Seed 002 E1: the ReAct text format, one `[role] text` block per message. */
-export const renderReAct = (composition: Composition): { readonly prompt: string } => {
+export const renderReAct = (composition: Composition): ReActRequest => {
   const blocks: Array<string> = []
   const history = (message: Message) => {
     if (message.role === "tool") {
@@ -212,9 +228,13 @@ export const renderReAct = (composition: Composition): { readonly prompt: string
   return { prompt: blocks.join("\n\n") }
 }
 
-export const render = (composition: Composition, format: Format) =>
-  format === "openai"
-    ? renderOpenAI(composition)
-    : format === "anthropic"
-      ? renderAnthropic(composition)
-      : renderReAct(composition)
+export const render = (composition: Composition, format: Format): RenderedRequest => {
+  switch (format) {
+    case "openai":
+      return { format, request: renderOpenAI(composition) }
+    case "anthropic":
+      return { format, request: renderAnthropic(composition) }
+    case "react":
+      return { format, request: renderReAct(composition) }
+  }
+}

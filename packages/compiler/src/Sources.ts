@@ -5,6 +5,7 @@
  */
 import type { Block } from "@ctxo/blocks/Block"
 import { blockText } from "@ctxo/blocks/Block"
+import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import { resolveBlock } from "@ctxo/blocks/BlockResolver"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
 import { Either } from "effect"
@@ -18,16 +19,20 @@ export interface ContextUnit {
   readonly text: string
 }
 
-/** Stage 2 (select blocks): the profile blocks the manifest lists, each with its children. */
+/**
+ * Stage 2 (select blocks): the profile blocks the manifest lists, each with its children. With the
+ * file's id sidecar, short ids (`^b3`) and old names of renamed headings resolve too.
+ */
 export const selectProfileBlocks = (
   content: string,
   file: string,
-  ids: ReadonlyArray<string>
+  ids: ReadonlyArray<string>,
+  sidecar?: BlockIdSidecar
 ): Either.Either<Array<ContextUnit>, UnresolvedReference> => {
   const blocks = parseMarkdownBlocks(content, file)
   const units: Array<ContextUnit> = []
   for (const id of ids) {
-    const resolved = resolveBlock(blocks, id, { file })
+    const resolved = resolveBlock(blocks, id, { file, ...(sidecar === undefined ? {} : { sidecar }) })
     if (Either.isLeft(resolved)) {
       return Either.left(
         new UnresolvedReference({
@@ -118,15 +123,22 @@ export const treeContext = (
   return Either.right(sections.join("\n"))
 }
 
-/** A file as knowledge units: Markdown by top-level block, anything else whole. */
+/**
+ * A file as knowledge units: Markdown by top-level block, anything else whole; one block when
+ * `block` names it (a heading path or, with the sidecar, a short id).
+ */
 export const knowledgeUnits = (
   path: string,
   content: string,
-  block?: string
+  block?: string,
+  sidecar?: BlockIdSidecar
 ): Either.Either<Array<ContextUnit>, UnresolvedReference> => {
   if (block !== undefined) {
     const blocks = parseMarkdownBlocks(content, path)
-    const resolved = resolveBlock(blocks, block, { file: path })
+    const resolved = resolveBlock(blocks, block, {
+      file: path,
+      ...(sidecar === undefined ? {} : { sidecar })
+    })
     if (Either.isLeft(resolved)) {
       return Either.left(
         new UnresolvedReference({

@@ -1,4 +1,4 @@
-import type { Message } from "@ctxo/history/Message"
+import type { HistoryDocument, Message } from "@ctxo/history/Message"
 import { emptyHistory } from "@ctxo/history/Message"
 import { appendStep, appendToolResult, beginTurn, finishTurn } from "@ctxo/history/Turns"
 import { describe, expect, it } from "@effect/vitest"
@@ -69,6 +69,28 @@ describe("compose", () => {
       "checkpoint_messages",
       "query",
       "todo__context"
+    ])
+  })
+
+  it("keeps a worker's running turn (the one it answers) while it drops every earlier turn", () => {
+    let doc: HistoryDocument = { format: "ctxo.history/v1", messages: history(), compression: [] }
+    doc = beginTurn(doc, { input: "Chunk 2: summarize" }).doc
+    doc = appendStep(doc, 2, { toolCall: { callId: "c2", name: "read_file", input: { path: "b" } } }).doc
+    doc = appendToolResult(doc, 2, { callId: "c2", name: "read_file", status: "success", data: "B" }).doc
+    const worker = Either.getOrThrow(
+      compose({
+        policy: "layered",
+        systemPrompt: "SYS",
+        contexts,
+        checkpointMessages: doc.messages,
+        runningTurn: 2,
+        process: { role: "map-worker" }
+      })
+    )
+    const kept = worker.layers.flatMap((l) => (l._tag === "history" ? l.messages : []))
+    expect(kept.map((m) => m.meta.turn)).toEqual([2, 2, 2])
+    expect(renderOpenAI(worker).messages.filter((m) => m.role === "user")).toEqual([
+      { role: "user", content: "Chunk 2: summarize" }
     ])
   })
 

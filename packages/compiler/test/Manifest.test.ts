@@ -33,7 +33,7 @@ describe("manifest", () => {
       Either.flip(parseManifest(JSON.stringify(value), "s1/context-config.json")).pipe(Either.getOrThrow)
     expect(error({ policy: "fancy" }).field).toBe("policy")
     expect(error({ references: [{ path: "a.md", startLine: 0, endLine: 3 }] }).field).toMatch(
-      /^references\.0/
+      /^references\[0\]\.startLine$/
     )
     expect(error({ chatHistory: { strategy: "all" } }).field).toBe("chatHistory.strategy")
     const typo = error({ profileBlock: ["x"] })

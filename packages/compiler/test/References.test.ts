@@ -1,3 +1,4 @@
+import { cleanPath } from "@ctxo/store/Paths"
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import { parseInlineReferences, parseReference, resolveReference, sandboxPath } from "../src/References.ts"
@@ -62,20 +63,22 @@ describe("references", () => {
   })
 
   it.each([
-    ["../secret.md", "leaves the session directory"],
-    ["notes/../../x.md", "leaves the session directory"],
+    ["../secret.md", "leaves its directory"],
+    ["notes/../../x.md", "leaves its directory"],
     ["/etc/passwd", "absolute paths"],
     ["C:/Windows/win.ini", "absolute paths"],
-    ["~/notes.md", "home-relative"],
+    ["~/notes.md", "home directory"],
     ["a\u0000b.md", "NUL"],
     ["%2e%2e/secret.md", "percent-encoded"],
     ["..%2fsecret.md", "percent-encoded"],
-    ["notes\\..\\x.md", "backslashes"],
+    ["notes\\..\\x.md", "use / to separate directories"],
     ["", "empty"]
   ])("refuses %j outside the sandbox", (path, reason) => {
     const error = Either.flip(sandboxPath(path)).pipe(Either.getOrThrow)
     expect(error.kind).toBe("outside-sandbox")
     expect(error.reason).toContain(reason)
+    // One path rule: the store's, with its reason.
+    expect(error.reason).toBe(Either.flip(cleanPath(path)).pipe(Either.getOrThrow).reason)
   })
 
   it("normalizes harmless paths", () => {

@@ -1,10 +1,10 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
 import { compile } from "../src/Compile.ts"
 import type { ContextSource } from "../src/ContextSource.ts"
@@ -75,6 +75,7 @@ describe("sources", () => {
 
 describe("collectors in a compile", () => {
   const root = mkdtempSync(join(tmpdir(), "ctxo-sources-"))
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
   mkdirSync(join(root, "s1", "docs"), { recursive: true })
   writeFileSync(join(root, "s1", "tasks.json"), tree)
   writeFileSync(

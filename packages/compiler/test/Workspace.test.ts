@@ -1,14 +1,23 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Workspace from "../src/Workspace.ts"
 
 // One workspace instance across reads, as a gateway keeps it: its caches must never serve a stale
 // text, a removed file, or a file a swapped-in symlink leads to.
+const temps: Array<string> = []
+const tempDir = (prefix: string) => {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  temps.push(dir)
+  return dir
+}
+afterAll(() => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
+})
 const setup = () => {
-  const root = mkdtempSync(join(tmpdir(), "ctxo-ws-"))
+  const root = tempDir("ctxo-ws-")
   mkdirSync(join(root, "s1", "docs"), { recursive: true })
   writeFileSync(join(root, "s1", "notes.md"), "# Notes\nfirst\n")
   writeFileSync(join(root, "s1", "docs", "a.md"), "# A\n")
@@ -31,7 +40,7 @@ describe("Workspace caches", () => {
 
   it("refuses a file that was read before and is now a symlink out of the session", async () => {
     const { root, ws } = setup()
-    const outside = mkdtempSync(join(tmpdir(), "ctxo-ws-outside-"))
+    const outside = tempDir("ctxo-ws-outside-")
     writeFileSync(join(outside, "secret.md"), "token=abc\n")
     expect(await run(ws.read("session", "s1", "notes.md"))).toContain("first")
     rmSync(join(root, "s1", "notes.md"))

@@ -1,0 +1,85 @@
+/**
+ * Stage "format": the kept units composed in the policy's order (`Composer.compose`) and rendered
+ * for the provider. The budget counts many candidate requests while it selects; the last
+ * composition and each rendering are kept, so the request counted last is the request returned.
+ */
+import type { Turn } from "@ctxo/history/Turns"
+import type { Either } from "effect"
+import type { DuplicateInput, InvalidContextKey } from "../CompilerErrors.ts"
+import type { Composition } from "../Composer.ts"
+import { compose } from "../Composer.ts"
+import type { Manifest } from "../Manifest.ts"
+import type { Format, RenderedRequest } from "../Render.ts"
+import { render } from "../Render.ts"
+import type { CompileUnit } from "./units.ts"
+
+export interface Formatter {
+  readonly compose: (
+    included: ReadonlyArray<CompileUnit>
+  ) => Either.Either<Composition, InvalidContextKey | DuplicateInput>
+  readonly render: (composition: Composition) => RenderedRequest
+}
+
+export const makeFormatter = (options: {
+  readonly manifest: Manifest
+  readonly systemPrompt: string
+  /** The new input ("" when a running turn is answered instead). */
+  readonly input: string
+  readonly format: Format
+}): Formatter => {
+  const { manifest, systemPrompt, input, format } = options
+  const composeFresh = (included: ReadonlyArray<CompileUnit>) => {
+    const contexts: Record<string, string> = {}
+    for (const u of included)
+      if (u.kind === "context")
+        contexts[u.key] = contexts[u.key] === undefined ? u.text : `${contexts[u.key]}\n\n${u.text}`
+    const keptTurns = included
+      .filter((u): u is CompileUnit & { readonly turn: Turn } => u.kind === "turn")
+      .map((u) => u.turn)
+      .sort((a, b) => a.turn - b.turn)
+    // The running turn: what the model answers.
+    const running = included.find(
+      (u): u is CompileUnit & { readonly turn: Turn } => u.kind === "turn" && u.running === true
+    )
+    return compose({
+      policy: manifest.policy,
+      systemPrompt,
+      contexts,
+      checkpointMessages: keptTurns.flatMap((t) => t.messages),
+      ...(running === undefined ? {} : { runningTurn: running.turn.turn }),
+      ...(input === "" ? {} : { query: input }),
+      process: {
+        role: manifest.process.role,
+        knowledge: manifest.process.knowledge,
+        ...(manifest.process.enableShareContext === undefined
+          ? {}
+          : { enableShareContext: manifest.process.enableShareContext })
+      }
+    })
+  }
+  let last:
+    | { readonly included: ReadonlyArray<CompileUnit>; readonly composed: ReturnType<typeof compose> }
+    | undefined
+  const renderings = new WeakMap<Composition, RenderedRequest>()
+  return {
+    compose: (included) => {
+      if (
+        last !== undefined &&
+        last.included.length === included.length &&
+        last.included.every((u, i) => u === included[i])
+      )
+        return last.composed
+      const composed = composeFresh(included)
+      last = { included, composed }
+      return composed
+    },
+    render: (composition) => {
+      let rendered = renderings.get(composition)
+      if (rendered === undefined) {
+        rendered = render(composition, format)
+        renderings.set(composition, rendered)
+      }
+      return rendered
+    }
+  }
+}

@@ -1,0 +1,206 @@
+/**
+ * What the budget of a compile works with: every layer as units (the system prompt, the input,
+ * context blocks, whole turns) with the tokens each adds to the rendered request, counted per
+ * rendered message so a request's count is the sum of its messages plus its own framing.
+ */
+import type { ChatMessage } from "@ctxo/budget/ChatFormat"
+import type { Unit } from "@ctxo/budget/Fit"
+import type { Counter } from "@ctxo/budget/Tokenizer"
+import type { Message } from "@ctxo/history/Message"
+import type { Turn } from "@ctxo/history/Turns"
+import type * as CompileCache from "../CompileCache.ts"
+import type { OpenAIMessage, RenderedRequest } from "../Render.ts"
+import { openAIMessagesOf } from "../Render.ts"
+import type { ContextUnit } from "../Sources.ts"
+
+export type CompileUnit = Unit &
+  (
+    | { readonly kind: "system_prompt" }
+    | { readonly kind: "query" }
+    | { readonly kind: "context"; readonly key: string }
+    | {
+        readonly kind: "turn"
+        readonly turn: Turn
+        /** Shown reduced (tool results as placeholders) to fit the budget. */
+        readonly reduced?: boolean
+        /** The running turn: what the model answers. */
+        readonly running?: boolean
+      }
+  )
+
+/** Which budget source (by the default shares' names) a context draws from. */
+export const budgetSourceOf = (key: string): string =>
+  key === "rules__context"
+    ? "rules"
+    : key === "session_prompt__context"
+      ? "system_prompt"
+      : key === "compression__context"
+        ? "summaries"
+        : budgetShareOf(key)
+
+/** The default shares' source a context's share is taken from (rules and summaries: their own). */
+const budgetShareOf = (key: string): string =>
+  key === "tools__context"
+    ? "tools"
+    : key === "todo__context"
+      ? "important_history"
+      : key === "experience__context"
+        ? "semantic"
+        : key === "knowledge__context" || key === "tree__context"
+          ? "knowledge"
+          : "skills"
+
+/** One rendered OpenAI message as a chat message for counting. */
+export const openAIChatMessage = (m: OpenAIMessage): ChatMessage => ({
+  role: m.role,
+  content: m.content,
+  ...(m.role === "assistant" && m.tool_calls !== undefined
+    ? {
+        toolCalls: m.tool_calls.map((c) => ({
+          id: c.id,
+          name: c.function.name,
+          arguments: c.function.arguments
+        }))
+      }
+    : {})
+})
+
+/** A rendered request as chat messages for counting with the provider's framing. */
+export const chatMessagesOf = (rendered: RenderedRequest): Array<ChatMessage> => {
+  switch (rendered.format) {
+    case "openai":
+      return rendered.request.messages.map(openAIChatMessage)
+    case "anthropic": {
+      const r = rendered.request
+      return [
+        ...(r.system === "" ? [] : [{ role: "system" as const, content: r.system }]),
+        ...r.messages.map((m) => ({ role: m.role, content: JSON.stringify(m.content) }))
+      ]
+    }
+    case "react":
+      return [{ role: "user", content: rendered.request.prompt }]
+  }
+}
+
+export interface Counting {
+  /** Tokens of an empty request (the reply priming). */
+  readonly requestBase: number
+  /** Tokens of a rendered request, or of its first `upTo` messages. */
+  readonly countRequest: (rendered: RenderedRequest, upTo?: number) => number
+  /** The system prompt as a unit (required). */
+  readonly system: (text: string) => CompileUnit
+  /** The input as a unit (required). */
+  readonly query: (text: string) => CompileUnit
+  /** A collector's unit, drawing from its budget source (`budgetSourceOf`). */
+  readonly context: (unit: ContextUnit) => CompileUnit
+  /** A text of the compiler's own (a note) as a context unit of `key`, drawing from `source`. */
+  readonly note: (key: string, id: string, text: string, source: string) => CompileUnit
+  /** A turn as a unit (its rendered messages with their tool calls). */
+  readonly turn: (
+    turn: Turn,
+    source: string,
+    flags?: { readonly reduced?: boolean; readonly running?: boolean; readonly required?: boolean }
+  ) => CompileUnit
+}
+
+/**
+ * Counting for one tokenizer. Through `cache`, a warm compile does not join, hash, render or count
+ * every turn again: a turn's text and hash by its message array (the same array while the history
+ * file is unchanged), the tokens of each rendered message, turn and context unit by tokenizer and
+ * object, a unit's hash by the unit (the same object while its file is unchanged).
+ */
+export const makeCounting = (counter: Counter, cache: CompileCache.Service): Counting => {
+  const requestBase = counter.countMessages([])
+  const messageCache = cache.renderedTokens(counter.tokenizer)
+  const messageTokens = (m: OpenAIMessage) => {
+    let tokens = messageCache.get(m)
+    if (tokens === undefined) {
+      tokens = counter.countMessages([openAIChatMessage(m)]) - requestBase
+      messageCache.set(m, tokens)
+    }
+    return tokens
+  }
+  const turnCache = cache.turnTokens(counter.tokenizer)
+  const contextCache = cache.contextTokens(counter.tokenizer)
+  const turnTokensOf = (messages: ReadonlyArray<Message>) => {
+    let tokens = turnCache.get(messages)
+    if (tokens === undefined) {
+      tokens = 0
+      for (const m of messages) for (const r of openAIMessagesOf(m)) tokens += messageTokens(r)
+      turnCache.set(messages, tokens)
+    }
+    return tokens
+  }
+  const countRequest = (rendered: RenderedRequest, upTo?: number) => {
+    if (rendered.format !== "openai") {
+      const all = chatMessagesOf(rendered)
+      return counter.countMessages(upTo === undefined ? all : all.slice(0, upTo))
+    }
+    const list = rendered.request.messages
+    let total = requestBase
+    for (let i = 0; i < (upTo ?? list.length); i++) total += messageTokens(list[i]!)
+    return total
+  }
+  // A unit's tokens are what it adds to the rendered request: its text plus the provider's framing
+  // (a context is one system message; a turn its messages with their tool calls), so the final
+  // exact count rarely needs repairing.
+  const framed = (message: ChatMessage) => counter.countMessages([message]) - requestBase
+  const framedOnce = (u: ContextUnit) => {
+    const tokens = framed({ role: "system", content: u.text })
+    contextCache.set(u, tokens)
+    return tokens
+  }
+  return {
+    requestBase,
+    countRequest,
+    system: (text) => ({
+      kind: "system_prompt",
+      id: "system_prompt",
+      source: "system_prompt",
+      text,
+      tokens: framed({ role: "system", content: text }),
+      required: true
+    }),
+    query: (text) => ({
+      kind: "query",
+      id: "query",
+      source: "user_input",
+      text,
+      tokens: framed({ role: "user", content: text }),
+      required: true
+    }),
+    context: (u) => ({
+      kind: "context",
+      key: u.key,
+      id: u.id,
+      source: budgetSourceOf(u.key),
+      text: u.text,
+      hash: cache.unitHash(u),
+      tokens: contextCache.get(u) ?? framedOnce(u),
+      ...(u.ref ? { ref: u.ref } : {})
+    }),
+    note: (key, id, text, source) => ({
+      kind: "context",
+      key,
+      id,
+      source,
+      text,
+      tokens: framed({ role: "system", content: text })
+    }),
+    turn: (t, source, flags = {}) => {
+      const { text, hash } = cache.turnText(t.messages)
+      return {
+        kind: "turn",
+        turn: t,
+        id: `turn-${t.turn}`,
+        source,
+        text,
+        hash,
+        tokens: turnTokensOf(t.messages),
+        ...(flags.reduced === true ? { reduced: true } : {}),
+        ...(flags.running === true ? { running: true } : {}),
+        ...(flags.required === true ? { required: true } : {})
+      }
+    }
+  }
+}
