@@ -3,19 +3,14 @@
  * gets server-side context.
  *
  * - With a session, the client sends only what is new: its user message (a new turn), or the
- *   results of the tool calls the model made (the same turn goes on). ctxo records them through the
- *   history recorder, compiles the session's context for the requested model, and forwards it with
- *   the client's parameters; `recordAnswer` records what came back.
+ *   results of the tool calls the model made (the same turn goes on); the turn engine
+ *   (`TurnEngine`) records them, compiles the session's context and records the answer.
  * - Without one, `fitMessages` budgets the client's own messages to the model's window: the oldest
  *   whole turns go first (a turn starts at a user message), so tool calls keep their results.
  */
 import type { ChatMessage } from "@ctxo/budget/ChatFormat"
 import type { ResolvedModel } from "@ctxo/budget/ModelRegistry"
 import type { Counter } from "@ctxo/budget/Tokenizer"
-import { compile } from "@ctxo/compiler/Compile"
-import { HistoryStore } from "@ctxo/history/HistoryStore"
-import { textOf } from "@ctxo/history/Message"
-import { endTurn, recordStep, recordToolResult, startTurn } from "@ctxo/history/Recorder"
 import { Effect, Schema } from "effect"
 import type { RawBody } from "./ModelClient.ts"
 
@@ -131,111 +126,3 @@ export const fitMessages = (options: {
     )
   return Effect.succeed({ messages: [...lead, ...turns.flatMap((t) => t.messages)], dropped, tokens })
 }
-
-/**
- * Session mode: records what the client sent as new and compiles the session's context. Returns the
- * body to forward (the client's parameters with ctxo's messages) and the turn it belongs to.
- */
-export const prepareSessionRequest = (options: {
-  readonly sessionId: string
-  readonly body: RawBody
-  readonly idempotencyKey?: string
-}) =>
-  Effect.gen(function* () {
-    const { sessionId: sid, body } = options
-    const history = yield* HistoryStore
-    const trailing: Array<Msg> = []
-    for (let i = body.messages.length - 1; i >= 0 && body.messages[i]!.role === "tool"; i--)
-      trailing.unshift(body.messages[i]!)
-    let turn: number
-    if (trailing.length > 0) {
-      // Results of the tool calls the model made in this session's running turn.
-      const doc = yield* history.load(sid)
-      const calls = new Map<string, { turn: number; name: string }>()
-      for (const m of doc.messages)
-        for (const p of m.parts)
-          if (p._tag === "tool-call") calls.set(p.callId, { turn: m.meta.turn, name: p.name })
-      const answered = new Set(
-        doc.messages.flatMap((m) => m.parts.flatMap((p) => (p._tag === "tool-result" ? [p.callId] : [])))
-      )
-      turn = 0
-      for (const m of trailing) {
-        const id = String(m.tool_call_id)
-        const call = calls.get(id)
-        if (call === undefined)
-          return yield* new InvalidCompletionRequest({
-            reason: `tool result ${id} answers no tool call of this session`
-          })
-        turn = call.turn
-        if (answered.has(id)) continue
-        const text = contentText(m.content)
-        let data: unknown = text
-        try {
-          data = JSON.parse(text)
-        } catch {
-          data = text
-        }
-        yield* recordToolResult(sid, call.turn, { callId: id, name: call.name }, { status: "success", data })
-      }
-    } else {
-      const user = [...body.messages].reverse().find((m) => m.role === "user")
-      if (user === undefined)
-        return yield* new InvalidCompletionRequest({ reason: "messages has no user message" })
-      const began = yield* startTurn(sid, {
-        input: contentText(user.content),
-        ...(options.idempotencyKey === undefined ? {} : { inputKey: options.idempotencyKey })
-      })
-      turn = began.turn
-      if (began.finished) {
-        // A retry of a finished turn: its recorded answer, no model call.
-        const doc = yield* history.load(sid)
-        const final = doc.messages.find((m) => m.meta.turn === turn && m.meta.kind === "final")
-        return { turn, answered: final === undefined ? "" : textOf(final) } as const
-      }
-    }
-    const doc = yield* history.load(sid)
-    const compiled = yield* compile({
-      sessionId: sid,
-      model: body.model,
-      format: "openai",
-      history: doc,
-      query: ""
-    })
-    const { messages: _messages, metadata: _metadata, ...params } = body
-    const forward: RawBody = {
-      ...params,
-      model: body.model,
-      messages: (compiled.request as { messages: ReadonlyArray<Msg> }).messages
-    }
-    return { turn, forward, compiled } as const
-  })
-
-/** Records the model's answer: tool calls keep the turn going, text finishes it. */
-export const recordAnswer = (options: {
-  readonly sessionId: string
-  readonly turn: number
-  readonly content: string | null
-  readonly toolCalls: ReadonlyArray<{
-    readonly id: string
-    readonly name: string
-    readonly arguments: string
-  }>
-}) =>
-  Effect.gen(function* () {
-    if (options.toolCalls.length === 0) {
-      yield* endTurn(options.sessionId, options.turn, options.content ?? "")
-      return
-    }
-    for (const [i, call] of options.toolCalls.entries()) {
-      let input: unknown
-      try {
-        input = JSON.parse(call.arguments === "" ? "{}" : call.arguments)
-      } catch {
-        input = { raw: call.arguments }
-      }
-      yield* recordStep(options.sessionId, options.turn, {
-        ...(i === 0 && options.content ? { text: options.content } : {}),
-        toolCall: { callId: call.id, name: call.name, input }
-      })
-    }
-  })

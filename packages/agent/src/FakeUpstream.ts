@@ -3,6 +3,9 @@
  * for tests and local development. It records every request it gets, answers from a script of
  * replies when one is queued, and otherwise with a deterministic local reply, so the gateway
  * works offline with no API key: the same code path (the official openai SDK) as a real provider.
+ * Scripted faults cover what an upstream does wrong: errors (with `Retry-After`), hangs, stalls
+ * after the headers or after one chunk, empty or malformed bodies, plain JSON where a stream was
+ * asked for, and broken streams.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -20,10 +23,33 @@ export type Reply =
       readonly usage?: Usage
     }
   /** An HTTP error from upstream (e.g. 500, 429, or 400 with code context_length_exceeded). */
-  | { readonly type: "error"; readonly status: number; readonly code?: string; readonly message?: string }
+  | {
+      readonly type: "error"
+      readonly status: number
+      readonly code?: string
+      readonly message?: string
+      /** The error's `type` (default as OpenAI: `tokens` for 429, `server_error` for 5xx, else `invalid_request_error`). */
+      readonly errorType?: string
+      readonly param?: string
+      /** Sent as the `Retry-After` header (e.g. with 429). */
+      readonly retryAfter?: string
+      /** More headers (e.g. `x-ratelimit-remaining-requests`). */
+      readonly headers?: Readonly<Record<string, string>>
+    }
   /** Never answers (a timeout). */
   | { readonly type: "hang" }
-  /** Starts streaming, then drops the connection (a broken stream). */
+  /**
+   * Answers 200, then sends nothing more: right after the headers, or after one chunk (a stream's
+   * first text chunk, or the start of a JSON body).
+   */
+  | { readonly type: "stall"; readonly after: "headers" | "chunk" }
+  /** 200 with an empty body. */
+  | { readonly type: "empty" }
+  /** 200 with a whole JSON completion, also on a streaming call (no Server-Sent Events). */
+  | { readonly type: "not-sse"; readonly text?: string }
+  /** 200 with JSON cut short (a stream: one event of cut JSON, then the end). */
+  | { readonly type: "malformed" }
+  /** Starts streaming (or a JSON body), then drops the connection (a broken stream). */
   | { readonly type: "break"; readonly text?: string }
 
 export interface Usage {
@@ -48,14 +74,73 @@ export interface FakeUpstream {
   readonly requests: Array<RecordedRequest>
   /** Queue replies; each request takes the next one (then the default reply). */
   readonly script: (...replies: ReadonlyArray<Reply>) => void
+  /** Requests whose answer has not ended and whose connection is still open. */
+  readonly inFlight: () => number
   readonly close: () => Promise<void>
 }
 
 const approxTokens = (messages: ReadonlyArray<Record<string, unknown>>) =>
   Math.ceil(JSON.stringify(messages).length / 4)
 
-/** The reply when nothing is scripted: deterministic, and says what it saw. */
-export const localReply = (body: RecordedRequest["body"]): Reply => {
+/** The names of the function tools a request offers. */
+const offeredTools = (body: RecordedRequest["body"]) =>
+  new Set(
+    (body.tools ?? []).flatMap((t) => {
+      const name = (t as { function?: { name?: unknown } } | null)?.function?.name
+      return typeof name === "string" ? [name] : []
+    })
+  )
+
+/** The last message that is not a system one (a context compiler may put reminders after the input). */
+const lastTurnMessage = (body: RecordedRequest["body"]) =>
+  [...body.messages].reverse().find((m) => m.role !== "system" && m.role !== "developer")
+
+const CALL_RULE = /(?:^|\s)call ([A-Za-z_][\w.-]*)(?:\s+(\{[\s\S]*\}))?/
+
+/**
+ * The tool call a request asks for by the scripted rule: its last message (system ones aside) is a
+ * user message that says `call NAME {json arguments}` and NAME is one of the tools the request offers.
+ */
+export const ruleCall = (
+  body: RecordedRequest["body"],
+  id: string
+): { readonly id: string; readonly name: string; readonly arguments: unknown } | undefined => {
+  const last = lastTurnMessage(body)
+  if (last?.role !== "user") return undefined
+  const text =
+    typeof last.content === "string"
+      ? last.content
+      : Array.isArray(last.content)
+        ? last.content.map((p) => (typeof p?.text === "string" ? p.text : "")).join("\n")
+        : ""
+  const m = CALL_RULE.exec(text)
+  if (m === null || !offeredTools(body).has(m[1]!)) return undefined
+  let args: unknown = {}
+  if (m[2] !== undefined)
+    try {
+      args = JSON.parse(m[2])
+    } catch {
+      args = { raw: m[2] }
+    }
+  return { id, name: m[1]!, arguments: args }
+}
+
+/**
+ * The reply when nothing is scripted: deterministic, and says what it saw. The one rule: a last
+ * user message saying `call NAME {arguments}`, NAME a tool the request offers, is answered with
+ * that tool call; once the tool's result is in (the last message a tool message), with text.
+ */
+export const localReply = (body: RecordedRequest["body"], callId = "call_local_1"): Reply => {
+  const call = ruleCall(body, callId)
+  if (call !== undefined) return { type: "tool_calls", calls: [call] }
+  const last = lastTurnMessage(body)
+  if (last?.role === "tool") {
+    const content = typeof last.content === "string" ? last.content : JSON.stringify(last.content)
+    return {
+      type: "text",
+      text: `(local model, no API key set) The tool answered: ${content.replace(/\s+/g, " ").slice(0, 200)}`
+    }
+  }
   const lastUser = [...body.messages].reverse().find((m) => m.role === "user")
   const text = typeof lastUser?.content === "string" ? lastUser.content.split("\n")[0]!.slice(0, 200) : ""
   return {
@@ -87,10 +172,20 @@ const chunk = (
       : { usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } })
   })}\n\n`
 
-export const startFakeUpstream = async (options: { readonly port?: number; readonly host?: string } = {}) => {
+export const startFakeUpstream = async (
+  options: {
+    readonly port?: number
+    readonly host?: string
+    /** Called with each request as it arrives (an eval writes them where its assertions read). */
+    readonly onRequest?: (request: RecordedRequest) => void
+    /** Replies answered in order before the default ones (a script file's, `CTXO_LOCAL_MODEL_SCRIPT`). */
+    readonly script?: ReadonlyArray<Reply>
+  } = {}
+) => {
   const requests: Array<RecordedRequest> = []
-  const queue: Array<Reply> = []
+  const queue: Array<Reply> = [...(options.script ?? [])]
   let counter = 0
+  let open = 0
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Array<Buffer> = []
     for await (const c of req) chunks.push(c as Buffer)
@@ -99,25 +194,65 @@ export const startFakeUpstream = async (options: { readonly port?: number; reado
     if (req.method !== "POST" || !req.url?.endsWith("/chat/completions"))
       return send(res, 404, { error: { message: "not found" } })
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as RecordedRequest["body"]
-    requests.push({ path: req.url, headers: req.headers as Record<string, string | undefined>, body })
-    const reply = queue.shift() ?? localReply(body)
+    const recorded = { path: req.url, headers: req.headers as Record<string, string | undefined>, body }
+    requests.push(recorded)
+    options.onRequest?.(recorded)
     const id = `chatcmpl-${++counter}`
+    const reply = queue.shift() ?? localReply(body, `call_${id}`)
     const usage: Usage = ("usage" in reply ? reply.usage : undefined) ?? {
       prompt_tokens: approxTokens(body.messages),
       completion_tokens: 20
     }
     if (reply.type === "hang") return
-    if (reply.type === "error")
+    if (reply.type === "error") {
+      if (reply.retryAfter !== undefined) res.setHeader("retry-after", reply.retryAfter)
+      for (const [name, value] of Object.entries(reply.headers ?? {})) res.setHeader(name, value)
       return send(res, reply.status, {
         error: {
           message: reply.message ?? `upstream error ${reply.status}`,
-          type: "upstream_error",
-          code: reply.code ?? null
+          type:
+            reply.errorType ??
+            (reply.status === 429
+              ? "tokens"
+              : reply.status >= 500
+                ? "server_error"
+                : "invalid_request_error"),
+          param: reply.param ?? null,
+          code: reply.code ?? (reply.status === 429 ? "rate_limit_exceeded" : null)
         }
       })
+    }
+    const streaming = body.stream === true
+    if (reply.type === "stall") {
+      res.writeHead(200, { "content-type": streaming ? "text/event-stream" : "application/json" })
+      if (reply.after === "headers") res.flushHeaders()
+      else if (streaming) {
+        res.write(chunk(id, body.model, { role: "assistant", content: "" }, null))
+        res.write(chunk(id, body.model, { content: "Half an ans" }, null))
+      } else res.write(`{"id":"${id}","object":"chat.completion","choices":[`)
+      return
+    }
+    if (reply.type === "empty") {
+      res.writeHead(200, { "content-type": streaming ? "text/event-stream" : "application/json" })
+      return res.end()
+    }
+    if (reply.type === "malformed") {
+      res.writeHead(200, { "content-type": streaming ? "text/event-stream" : "application/json" })
+      return res.end(
+        streaming ? `data: {"id":"${id}","choices":[{"delta":\n\n` : `{"id":"${id}","choices":[{"mess`
+      )
+    }
     const calls = reply.type === "tool_calls" ? reply.calls : []
     const text = reply.type === "break" ? (reply.text ?? "partial") : (reply.text ?? "")
-    if (body.stream !== true) {
+    if (!streaming && reply.type === "break") {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.write(
+        `{"id":"${id}","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"${text}`
+      )
+      res.socket?.destroy()
+      return
+    }
+    if (!streaming || reply.type === "not-sse") {
       return send(res, 200, {
         id,
         object: "chat.completion",
@@ -181,6 +316,10 @@ export const startFakeUpstream = async (options: { readonly port?: number; reado
     res.end("data: [DONE]\n\n")
   }
   const server: Server = createServer((req, res) => {
+    open++
+    res.once("close", () => {
+      open--
+    })
     handle(req, res).catch((e) => send(res, 500, { error: { message: String(e) } }))
   })
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve))
@@ -191,10 +330,46 @@ export const startFakeUpstream = async (options: { readonly port?: number; reado
     script: (...replies) => {
       queue.push(...replies)
     },
+    inFlight: () => open,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()
         server.close(() => resolve())
       })
   } satisfies FakeUpstream
+}
+
+/**
+ * A script file of replies (`CTXO_LOCAL_MODEL_SCRIPT`): a JSON array of replies, or `{ "replies":
+ * [...] }`, each as `Reply` above, e.g. `{ "type": "tool_calls", "calls": [{ "id": "call_1",
+ * "name": "read_file", "arguments": { "path": "notes.md" } }] }` or `{ "type": "text", "text": "Done." }`.
+ * Answered in order, then the default replies. An error names the file and what is wrong.
+ */
+export const parseScript = (text: string, origin: string): ReadonlyArray<Reply> => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch (e) {
+    throw new Error(`${origin} is not JSON: ${(e as Error).message}`)
+  }
+  const replies = Array.isArray(parsed) ? parsed : (parsed as { replies?: unknown } | null)?.replies
+  if (!Array.isArray(replies))
+    throw new Error(`${origin} is neither an array of replies nor { "replies": [...] }`)
+  const types = new Set([
+    "text",
+    "tool_calls",
+    "error",
+    "hang",
+    "stall",
+    "empty",
+    "not-sse",
+    "malformed",
+    "break"
+  ])
+  replies.forEach((r, i) => {
+    const type = (r as { type?: unknown } | null)?.type
+    if (typeof type !== "string" || !types.has(type))
+      throw new Error(`${origin}: replies[${i}].type must be one of ${[...types].join(", ")}`)
+  })
+  return replies as ReadonlyArray<Reply>
 }

@@ -3,22 +3,50 @@
  * no API key configured, the gateway starts the local fake upstream (`FakeUpstream`) and talks to
  * it the same way. `complete` streams one chat completion as events: text deltas, then the tool
  * calls and the usage when the stream ends.
+ *
+ * Every call has deadlines (`Deadlines`): to its first byte, between two chunks, and in all. A
+ * deadline that passes, a client that goes away or a failure interrupts the call's fiber, and its
+ * scope aborts the HTTP request. A `200` that holds no answer (empty, not JSON, not Server-Sent
+ * Events, a stream that ends with no finish reason, content or tool call) is an `UpstreamError` of
+ * kind `protocol`, never an empty answer.
  */
 
-import { Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import OpenAI from "openai"
-import { startFakeUpstream } from "./FakeUpstream.ts"
+import { type Reply, startFakeUpstream } from "./FakeUpstream.ts"
+
+/**
+ * What went wrong with an upstream call:
+ * - `timeout`: no first byte, no data between chunks, or no whole answer within its deadline;
+ * - `status`: the upstream answered with an error (an HTTP status, or an error object in its stream);
+ * - `network`: the connection failed or broke;
+ * - `protocol`: the upstream answered, but not with a chat completion (malformed JSON, an empty
+ *   body, a stream that ended without a finish reason, content or tool call).
+ */
+export const UpstreamErrorKind = Schema.Literal("timeout", "status", "network", "protocol")
+export type UpstreamErrorKind = typeof UpstreamErrorKind.Type
 
 export class UpstreamError extends Schema.TaggedError<UpstreamError>("@ctxo/gateway/UpstreamError")(
   "UpstreamError",
   {
+    kind: UpstreamErrorKind,
     status: Schema.optional(Schema.Number),
     code: Schema.optional(Schema.String),
+    /** The upstream's error `type` (`invalid_request_error`, `tokens`, ...), as it sent it. */
+    type: Schema.optional(Schema.String),
+    /** The upstream's error `param`, when it named one. */
+    param: Schema.optional(Schema.String),
+    /** The upstream's `Retry-After` header, as it sent it. */
+    retryAfter: Schema.optional(Schema.String),
+    /** The upstream's rate-limit headers (`retry-after`, `retry-after-ms`, `x-ratelimit-*`), passed on. */
+    headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+    /** The upstream's own message (no status prefix), when it sent one. */
     reason: Schema.String
   }
 ) {
   override get message() {
-    return `Upstream model failed${this.status === undefined ? "" : ` (${this.status})`}: ${this.reason}`
+    const retry = this.retryAfter === undefined ? "" : ` (it asks to retry after ${this.retryAfter})`
+    return `Upstream model failed${this.status === undefined ? "" : ` (${this.status})`}: ${this.reason}${retry}`
   }
 }
 
@@ -39,6 +67,7 @@ export type CompletionEvent =
 export interface Chunk {
   readonly usage?: { readonly prompt_tokens?: number; readonly completion_tokens?: number } | null
   readonly choices?: ReadonlyArray<{
+    readonly finish_reason?: string | null
     readonly delta?: {
       readonly content?: string | null
       readonly tool_calls?: ReadonlyArray<{
@@ -55,6 +84,7 @@ export const chunkAccumulator = () => {
   let text = ""
   const calls = new Map<number, { id: string; name: string; arguments: string }>()
   let usage: { inputTokens: number; outputTokens: number } | undefined
+  let finishReason: string | undefined
   return {
     /** Adds a chunk; returns its text ("" when it has none). */
     add: (chunk: Chunk): string => {
@@ -63,8 +93,10 @@ export const chunkAccumulator = () => {
           inputTokens: chunk.usage.prompt_tokens ?? 0,
           outputTokens: chunk.usage.completion_tokens ?? 0
         }
-      const delta = chunk.choices?.[0]?.delta
-      if (delta === undefined) return ""
+      const choice = chunk.choices?.[0]
+      if (typeof choice?.finish_reason === "string") finishReason = choice.finish_reason
+      const delta = choice?.delta
+      if (delta === undefined || delta === null) return ""
       for (const call of delta.tool_calls ?? []) {
         const current = calls.get(call.index) ?? { id: "", name: "", arguments: "" }
         calls.set(call.index, {
@@ -80,8 +112,11 @@ export const chunkAccumulator = () => {
     result: () => ({
       text,
       toolCalls: [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => c),
-      usage
-    })
+      usage,
+      finishReason
+    }),
+    /** Nothing came that makes an answer: no finish reason, no text, no tool call. */
+    isEmpty: () => finishReason === undefined && text === "" && calls.size === 0
   }
 }
 
@@ -102,69 +137,255 @@ export interface Service {
 
 export class ModelClient extends Context.Tag("@ctxo/gateway/ModelClient")<ModelClient, Service>() {}
 
-const toUpstreamError = (e: unknown) =>
-  e instanceof OpenAI.APIError
-    ? new UpstreamError({
-        ...(e.status === undefined ? {} : { status: e.status }),
-        ...(typeof e.code === "string" ? { code: e.code } : {}),
-        reason: e.message
-      })
-    : new UpstreamError({ reason: e instanceof Error ? e.message : String(e) })
+/** The headers a client's retry logic reads: `retry-after`, `retry-after-ms` and `x-ratelimit-*`. */
+export const rateLimitHeaders = (
+  headers: { forEach: (f: (value: string, key: string) => void) => void } | undefined
+): Record<string, string> | undefined => {
+  if (headers === undefined) return undefined
+  const out: Record<string, string> = {}
+  headers.forEach((value, key) => {
+    const k = key.toLowerCase()
+    if (k === "retry-after" || k === "retry-after-ms" || k.startsWith("x-ratelimit-")) out[k] = value
+  })
+  return Object.keys(out).length === 0 ? undefined : out
+}
 
-export const make = (client: OpenAI, upstream: string, timeoutMs: number): Service => {
-  /** One streaming completion as its chunks; closing the stream aborts the request. */
-  const chunksOf = (body: RawBody) =>
+const toUpstreamError = (e: unknown): UpstreamError => {
+  if (e instanceof UpstreamError) return e
+  const reason = e instanceof Error ? e.message : String(e)
+  if (e instanceof OpenAI.APIConnectionTimeoutError) return new UpstreamError({ kind: "timeout", reason })
+  if (e instanceof OpenAI.APIConnectionError || e instanceof OpenAI.APIUserAbortError)
+    return new UpstreamError({ kind: "network", reason })
+  if (e instanceof OpenAI.APIError) {
+    const retryAfter = e.headers?.get("retry-after") ?? undefined
+    const headers = rateLimitHeaders(e.headers)
+    // The SDK's message is `${status} ${message}`: the upstream's own message is kept, not that.
+    const own = (e.error as { message?: unknown } | undefined)?.message
+    return new UpstreamError({
+      kind: "status",
+      ...(e.status === undefined ? {} : { status: e.status }),
+      ...(typeof e.code === "string" ? { code: e.code } : {}),
+      ...(typeof e.type === "string" ? { type: e.type } : {}),
+      ...(typeof e.param === "string" ? { param: e.param } : {}),
+      ...(retryAfter === undefined ? {} : { retryAfter }),
+      ...(headers === undefined ? {} : { headers }),
+      reason: typeof own === "string" && own !== "" ? own : reason
+    })
+  }
+  if (e instanceof SyntaxError)
+    return new UpstreamError({ kind: "protocol", reason: `the upstream sent malformed JSON: ${reason}` })
+  return new UpstreamError({ kind: "network", reason })
+}
+
+/** How long an upstream call may take: to its first byte, between two chunks, and in all. */
+export interface Deadlines {
+  readonly totalMs: number
+  readonly firstByteMs: number
+  readonly idleMs: number
+}
+
+/**
+ * The deadlines of one call, started now. `bound` runs a step of the call (sending it, reading a
+ * chunk) within what is left: until the first data arrives, the first-byte deadline; after, the
+ * idle deadline from the step's start; always the total. A step that passes it fails with a
+ * `timeout` (its fiber is interrupted; the caller's scope then aborts the request).
+ */
+const startDeadlines = (d: Deadlines) =>
+  Effect.map(Clock.currentTimeMillis, (start) => {
+    let received = false
+    return <A>(step: Effect.Effect<A, UpstreamError>, options: { readonly data: boolean }) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const phase = received
+          ? { at: now + d.idleMs, reason: `timed out: no data from the upstream for ${d.idleMs} ms` }
+          : {
+              at: start + d.firstByteMs,
+              reason: `timed out: no first byte from the upstream within ${d.firstByteMs} ms`
+            }
+        const total = {
+          at: start + d.totalMs,
+          reason: `timed out: no whole answer from the upstream within ${d.totalMs} ms`
+        }
+        const limit = total.at < phase.at ? total : phase
+        return step.pipe(
+          Effect.timeoutFail({
+            duration: Duration.millis(Math.max(0, limit.at - now)),
+            onTimeout: () => new UpstreamError({ kind: "timeout", reason: limit.reason })
+          }),
+          Effect.tap(() =>
+            Effect.sync(() => {
+              if (options.data) received = true
+            })
+          )
+        )
+      })
+  })
+
+/** An AbortController for the scope: closing the scope (end, failure, interruption) aborts the request. */
+const abortOnClose = Effect.acquireRelease(
+  Effect.sync(() => new AbortController()),
+  (c) => Effect.sync(() => c.abort())
+)
+
+const protocolError = (reason: string) => new UpstreamError({ kind: "protocol", reason })
+
+/** A parsed non-streaming answer that is a chat completion with something in it, else why not. */
+const checkCompletion = (answer: unknown): string | undefined => {
+  if (typeof answer !== "object" || answer === null || Array.isArray(answer))
+    return "the answer is not a JSON object"
+  const choices = (answer as { choices?: unknown }).choices
+  if (!Array.isArray(choices) || choices.length === 0) return "the answer has no choices"
+  const choice = choices[0] as {
+    finish_reason?: unknown
+    message?: { content?: unknown; tool_calls?: unknown }
+  } | null
+  if (typeof choice !== "object" || choice === null || typeof choice.message !== "object")
+    return "the answer's first choice has no message"
+  const content = choice.message?.content
+  const calls = choice.message?.tool_calls
+  if (
+    typeof choice.finish_reason !== "string" &&
+    (typeof content !== "string" || content === "") &&
+    (!Array.isArray(calls) || calls.length === 0)
+  )
+    return "the answer has no finish reason, content or tool call"
+  return undefined
+}
+
+export const make = (client: OpenAI, upstream: string, deadlines: Deadlines): Service => {
+  const requestOptions = (signal: AbortSignal) => ({ signal, timeout: deadlines.totalMs, maxRetries: 0 })
+
+  /**
+   * One streaming completion as its chunks, within the deadlines; closing the stream aborts the
+   * request. A stream that ends with no finish reason, content or tool call fails (`protocol`).
+   */
+  const chunksOf = (body: RawBody): Stream.Stream<Chunk & Record<string, unknown>, UpstreamError> =>
     Stream.unwrapScoped(
       Effect.gen(function* () {
-        const controller = yield* Effect.acquireRelease(
-          Effect.sync(() => new AbortController()),
-          (c) => Effect.sync(() => c.abort())
+        const bound = yield* startDeadlines(deadlines)
+        const controller = yield* abortOnClose
+        const { data: stream, response } = yield* bound(
+          Effect.tryPromise({
+            try: () =>
+              client.chat.completions
+                .create(
+                  {
+                    ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming),
+                    stream: true
+                  },
+                  requestOptions(controller.signal)
+                )
+                .withResponse(),
+            catch: toUpstreamError
+          }),
+          { data: false }
         )
-        const stream = yield* Effect.tryPromise({
-          try: () =>
-            client.chat.completions.create(
-              {
-                ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming),
-                stream: true
-              },
-              { signal: controller.signal, timeout: timeoutMs, maxRetries: 0 }
-            ),
-          catch: toUpstreamError
-        })
-        return Stream.fromAsyncIterable(stream, toUpstreamError)
+        const iterator = stream[Symbol.asyncIterator]()
+        // The request is aborted first (a pending read ends), then the iterator is closed; its
+        // `return` waits for a pending read, so it is not awaited.
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            controller.abort()
+            iterator.return?.(undefined).catch(() => undefined)
+          })
+        )
+        const acc = chunkAccumulator()
+        const next = bound(Effect.tryPromise({ try: () => iterator.next(), catch: toUpstreamError }), {
+          data: true
+        }).pipe(
+          Effect.mapError(Option.some),
+          Effect.flatMap((r) =>
+            r.done
+              ? Effect.fail(Option.none())
+              : Effect.succeed(r.value as unknown as Chunk & Record<string, unknown>)
+          ),
+          Effect.tap((chunk) => Effect.sync(() => acc.add(chunk)))
+        )
+        const contentType = response.headers.get("content-type") ?? "none"
+        const end = Stream.suspend(() =>
+          acc.isEmpty()
+            ? Stream.fail(
+                protocolError(
+                  `the stream ended without a finish reason, content or tool call (content-type ${contentType})`
+                )
+              )
+            : Stream.empty
+        )
+        return Stream.concat(Stream.repeatEffectOption(next), end)
       })
     )
+
+  /** One non-streaming completion: headers, then the body read chunk by chunk, within the deadlines. */
+  const completionOf = (body: RawBody) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const bound = yield* startDeadlines(deadlines)
+        const controller = yield* abortOnClose
+        const response = yield* bound(
+          Effect.tryPromise({
+            try: () =>
+              client.chat.completions
+                .create(
+                  {
+                    ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming),
+                    stream: false
+                  },
+                  requestOptions(controller.signal)
+                )
+                .asResponse(),
+            catch: toUpstreamError
+          }),
+          { data: false }
+        )
+        const reader = response.body?.getReader()
+        const parts: Array<Uint8Array> = []
+        if (reader !== undefined)
+          for (;;) {
+            const { done, value } = yield* bound(
+              Effect.tryPromise({ try: () => reader.read(), catch: toUpstreamError }),
+              { data: true }
+            )
+            if (done) break
+            parts.push(value)
+          }
+        const text = Buffer.concat(parts).toString("utf8")
+        if (text.trim() === "") return yield* protocolError("the upstream answered 200 with an empty body")
+        let answer: unknown
+        try {
+          answer = JSON.parse(text)
+        } catch (e) {
+          return yield* protocolError(
+            `the upstream sent malformed JSON (${(e as Error).message}): ${text.slice(0, 120)}`
+          )
+        }
+        const error = (answer as { error?: { message?: unknown; code?: unknown; type?: unknown } } | null)
+          ?.error
+        if (typeof error === "object" && error !== null)
+          return yield* new UpstreamError({
+            kind: "status",
+            ...(typeof error.code === "string" ? { code: error.code } : {}),
+            ...(typeof error.type === "string" ? { type: error.type } : {}),
+            reason: typeof error.message === "string" ? error.message : "the upstream answered an error"
+          })
+        const invalid = checkCompletion(answer)
+        if (invalid !== undefined) return yield* protocolError(invalid)
+        return answer
+      })
+    )
+
   return {
     upstream,
-    passthrough: (body) =>
-      Effect.tryPromise({
-        try: (signal) =>
-          client.chat.completions.create(
-            {
-              ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming),
-              stream: false
-            },
-            { signal, timeout: timeoutMs, maxRetries: 0 }
-          ),
-        catch: toUpstreamError
-      }),
-    passthroughStream: (body) =>
-      chunksOf(body).pipe(Stream.map((chunk) => chunk as unknown as Record<string, unknown>)),
+    passthrough: completionOf,
+    passthroughStream: chunksOf,
     complete: (request) =>
       Stream.unwrap(
         Effect.sync(() => {
-          const stream = chunksOf({
+          const acc = chunkAccumulator()
+          const deltas = chunksOf({
             model: request.model,
             messages: request.messages,
             ...(request.tools === undefined || request.tools.length === 0 ? {} : { tools: request.tools }),
             stream_options: { include_usage: true }
-          })
-          const acc = chunkAccumulator()
-          const deltas = stream.pipe(
-            Stream.timeoutFail(
-              () => new UpstreamError({ reason: `no data for ${timeoutMs} ms` }),
-              `${timeoutMs} millis`
-            ),
+          }).pipe(
             Stream.mapConcat((chunk): ReadonlyArray<CompletionEvent> => {
               const text = acc.add(chunk)
               return text === "" ? [] : [{ _tag: "TextDelta", text }]
@@ -188,44 +409,148 @@ export const make = (client: OpenAI, upstream: string, timeoutMs: number): Servi
   }
 }
 
+/** One named upstream (`CTXO_UPSTREAMS`): where requests whose model has its prefix go. */
+export interface NamedUpstream {
+  /** The provider prefix it serves (`openai` serves `openai/gpt-4o`). */
+  readonly name: string
+  readonly baseUrl: string
+  readonly apiKey: Option.Option<Redacted.Redacted<string>>
+  /** Forward `name/model` as is (an upstream such as OpenRouter whose ids carry the prefix). */
+  readonly keepPrefix?: boolean
+}
+
 export interface UpstreamOptions {
   readonly apiKey: Option.Option<Redacted.Redacted<string>>
   /** Default with a key: https://api.openai.com/v1. */
   readonly baseUrl: Option.Option<string>
+  /** More upstreams by provider prefix (`CTXO_UPSTREAMS`); the single one above stays the default. */
+  readonly upstreams?: ReadonlyArray<NamedUpstream>
+  /** The local model (no key, no base URL): its port (`CTXO_LOCAL_MODEL_PORT`) and script of replies. */
+  readonly localModel?: { readonly port?: number; readonly script?: ReadonlyArray<Reply> }
+  /** One call in all (CTXO_UPSTREAM_TIMEOUT_MS). */
   readonly timeoutMs: number
+  /** To the first byte of the answer (CTXO_UPSTREAM_FIRST_BYTE_MS); default: `timeoutMs`. */
+  readonly firstByteMs?: number
+  /** Between two chunks of the answer (CTXO_UPSTREAM_IDLE_MS); default: `timeoutMs`. */
+  readonly idleMs?: number
+}
+
+/** Provider prefixes of the model registry: `openai/gpt-4o` goes upstream as `gpt-4o`. */
+export const PROVIDER_PREFIXES: ReadonlySet<string> = new Set([
+  "openai",
+  "anthropic",
+  "google",
+  "meta",
+  "mistral",
+  "qwen",
+  "deepseek"
+])
+
+/**
+ * Where a model goes and under which name: the upstream named by its prefix (then without it,
+ * unless that upstream keeps prefixes), else the default upstream, which gets a registry
+ * provider's prefix stripped (`openai/gpt-4o` -> `gpt-4o`, as OpenAI itself names it) and any
+ * other name as is (`meta-llama/llama-3.3-70b-instruct` on a vLLM or OpenRouter).
+ */
+export const routeModel = <T extends { readonly name: string; readonly keepPrefix?: boolean }>(
+  model: string,
+  named: ReadonlyArray<T>,
+  fallback: T
+): { readonly target: T; readonly model: string } => {
+  const slash = model.indexOf("/")
+  if (slash <= 0) return { target: fallback, model }
+  const prefix = model.slice(0, slash).toLowerCase()
+  const rest = model.slice(slash + 1)
+  const target = named.find((u) => u.name.toLowerCase() === prefix)
+  if (target !== undefined) return { target, model: target.keepPrefix === true ? model : rest }
+  return {
+    target: fallback,
+    model: fallback.keepPrefix !== true && PROVIDER_PREFIXES.has(prefix) ? rest : model
+  }
+}
+
+/** Several upstreams behind one service: each request to the one its model routes to. */
+export const routed = (
+  targets: ReadonlyArray<{ readonly name: string; readonly keepPrefix?: boolean; readonly service: Service }>,
+  fallback: { readonly name: string; readonly keepPrefix?: boolean; readonly service: Service }
+): Service => {
+  const pick = (model: string) => routeModel(model, targets, fallback)
+  return {
+    upstream:
+      targets.length === 0
+        ? fallback.service.upstream
+        : [fallback, ...targets.filter((t) => t !== fallback)]
+            .map((t) => `${t.name}: ${t.service.upstream}`)
+            .join(", "),
+    passthrough: (body) => {
+      const { target, model } = pick(body.model)
+      return target.service.passthrough({ ...body, model })
+    },
+    passthroughStream: (body) => {
+      const { target, model } = pick(body.model)
+      return target.service.passthroughStream({ ...body, model })
+    },
+    complete: (request) => {
+      const { target, model } = pick(request.model)
+      return target.service.complete({ ...request, model })
+    }
+  }
 }
 
 /**
  * The configured upstream: with a key, that API (OpenAI by default); with only a base URL, that
- * key-less API; with neither, the local fake one, started and stopped with the layer.
+ * key-less API; with neither, the local fake one, started and stopped with the layer. Named
+ * upstreams (`upstreams`) take the models with their prefix; the rest go to that default one.
  */
 export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
   Layer.scoped(
     ModelClient,
     Effect.gen(function* () {
+      const deadlines: Deadlines = {
+        totalMs: options.timeoutMs,
+        firstByteMs: Math.min(options.firstByteMs ?? options.timeoutMs, options.timeoutMs),
+        idleMs: Math.min(options.idleMs ?? options.timeoutMs, options.timeoutMs)
+      }
+      const named = (options.upstreams ?? []).map((u) => ({
+        name: u.name,
+        ...(u.keepPrefix === undefined ? {} : { keepPrefix: u.keepPrefix }),
+        service: make(
+          new OpenAI({
+            apiKey: Option.match(u.apiKey, { onNone: () => "none", onSome: Redacted.value }),
+            baseURL: u.baseUrl
+          }),
+          u.baseUrl,
+          deadlines
+        )
+      }))
+      const single = (service: Service) => routed(named, { name: "default", service })
       if (Option.isSome(options.apiKey)) {
         const baseURL = Option.getOrElse(options.baseUrl, () => "https://api.openai.com/v1")
-        return make(
-          new OpenAI({ apiKey: Redacted.value(options.apiKey.value), baseURL }),
-          baseURL,
-          options.timeoutMs
+        return single(
+          make(new OpenAI({ apiKey: Redacted.value(options.apiKey.value), baseURL }), baseURL, deadlines)
         )
       }
       if (Option.isSome(options.baseUrl)) {
         const baseURL = options.baseUrl.value
-        return make(new OpenAI({ apiKey: "none", baseURL }), baseURL, options.timeoutMs)
+        return single(make(new OpenAI({ apiKey: "none", baseURL }), baseURL, deadlines))
       }
+      // Named upstreams only: the first is the default.
+      if (named.length > 0) return routed(named, named[0]!)
+      const local = options.localModel ?? {}
       const fake = yield* Effect.acquireRelease(
-        Effect.promise(() => startFakeUpstream()),
+        Effect.promise(() =>
+          startFakeUpstream({
+            ...(local.port === undefined ? {} : { port: local.port }),
+            ...(local.script === undefined ? {} : { script: local.script })
+          })
+        ),
         (f) => Effect.promise(() => f.close())
       )
       yield* Effect.logInfo(
-        `No upstream API key: answering with the local deterministic model at ${fake.url}`
+        `No upstream API key: answering with the local deterministic model at ${fake.url}${local.script === undefined ? "" : ` (${local.script.length} scripted replies first)`}`
       )
-      return make(
-        new OpenAI({ apiKey: "local", baseURL: fake.url }),
-        `local (${fake.url})`,
-        options.timeoutMs
+      return single(
+        make(new OpenAI({ apiKey: "local", baseURL: fake.url }), `local (${fake.url})`, deadlines)
       )
     })
   )

@@ -6,14 +6,42 @@
 
 import { blockText, getBlockById } from "@ctxo/blocks/Block"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
+import { parseManifest } from "@ctxo/compiler/Manifest"
 import { HistoryStore } from "@ctxo/history/HistoryStore"
 import { dismissMemory } from "@ctxo/history/HistoryView"
 import type { ReadTracker } from "@ctxo/history/ReadTracker"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
+import { MANIFEST_FILE } from "@ctxo/store/Paths"
 import { Store } from "@ctxo/store/Store"
 import { Effect, Either } from "effect"
+import { RE2JS, RE2JSException } from "re2js"
 
 const SEARCH_CAP = 200
+/** Files larger than this are skipped by `search`. */
+const SEARCH_FILE_BYTES = 1_048_576
+/** `search` stops after scanning this much (and says so). */
+const SEARCH_TOTAL_BYTES = 8 * 1_048_576
+
+/**
+ * A model-given pattern compiled for RE2 (linear time in the text, whatever the pattern), or the
+ * reason it cannot be: RE2 has no backreferences and no lookaround.
+ */
+const compileSearchPattern = (pattern: string): Either.Either<RE2JS, string> => {
+  try {
+    return Either.right(RE2JS.compile(pattern))
+  } catch (e) {
+    const message = e instanceof RE2JSException ? e.message : String(e)
+    const unsupported =
+      /unsupported Perl syntax|invalid escape sequence: `\\[1-9]|invalid named capture: `\(\?<[=!]/.test(
+        message
+      )
+    return Either.left(
+      unsupported
+        ? `this pattern needs backreferences or lookaround, which search does not support (it runs RE2, a linear-time engine): ${message}`
+        : `bad pattern (RE2 syntax): ${message}`
+    )
+  }
+}
 
 const fn = (
   name: string,
@@ -62,8 +90,11 @@ export const toolDefinitions = [
   ),
   fn(
     "search",
-    `Search the session's files for a regular expression (at most ${SEARCH_CAP} matches).`,
-    { pattern: str("A JavaScript regular expression"), path: str("Only files under this path") },
+    `Search the session's files, line by line, for a regular expression (at most ${SEARCH_CAP} matches; files over 1 MB are skipped).`,
+    {
+      pattern: str("A regular expression in RE2 syntax (no backreferences, no lookaround)"),
+      path: str("Only files under this path")
+    },
     ["pattern"]
   ),
   fn(
@@ -141,7 +172,19 @@ export const runTool = (sessionId: string, name: string, argumentsJson: string, 
               Effect.as(true),
               Effect.catchTag("FileNotFound", () => Effect.succeed(false))
             )
+            // The session's control files only when its manifest lets the agent write them.
+            const allowControlFiles = yield* store.readFile(sessionId, MANIFEST_FILE).pipe(
+              Effect.map((f) =>
+                Either.match(parseManifest(f.content), {
+                  onLeft: () => false,
+                  onRight: (m) => m.agent.writeControlFiles
+                })
+              ),
+              Effect.orElseSucceed(() => false)
+            )
             const info = yield* store.writeFile(sessionId, path, text("content") ?? "", {
+              actor: "model",
+              allowControlFiles,
               ...(startLine ? { startLine } : {}),
               ...(endLine ? { endLine } : {})
             })
@@ -173,30 +216,48 @@ export const runTool = (sessionId: string, name: string, argumentsJson: string, 
           )
         }
         case "search": {
-          let regex: RegExp
-          try {
-            regex = new RegExp(text("pattern") ?? "", "u")
-          } catch (e) {
-            return Effect.succeed(fail(`bad pattern: ${(e as Error).message}`, "BAD_ARGUMENTS"))
-          }
+          const compiled = compileSearchPattern(text("pattern") ?? "")
+          if (Either.isLeft(compiled)) return Effect.succeed(fail(compiled.left, "BAD_ARGUMENTS"))
+          const regex = compiled.right
           const under = (text("path") ?? "").replace(/\/$/, "")
           return Effect.gen(function* () {
             const matches: Array<{ file: string; line: number; text: string }> = []
+            const skipped: Array<string> = []
             let total = 0
+            let scanned = 0
+            let truncated = false
             for (const f of yield* store.listFiles(sessionId)) {
               if (under !== "" && f.path !== under && !f.path.startsWith(`${under}/`)) continue
               if (f.path === "messages.json" || f.path.startsWith("tool-results/")) continue
+              if (f.size > SEARCH_FILE_BYTES) {
+                skipped.push(f.path)
+                continue
+              }
+              if (scanned + f.size > SEARCH_TOTAL_BYTES) {
+                truncated = true
+                break
+              }
+              scanned += f.size
               const content = (yield* store.readFile(sessionId, f.path)).content
               for (const [i, line] of content.split("\n").entries()) {
-                if (!regex.test(line)) continue
+                if (!regex.matcher(line).find()) continue
                 total++
                 if (matches.length < SEARCH_CAP)
                   matches.push({ file: f.path, line: i + 1, text: line.slice(0, 300) })
               }
+              // Other requests run between files.
+              yield* Effect.yieldNow()
             }
             return {
               status: "success",
-              data: { pattern: text("pattern"), matches, totalMatches: total, capped: total > SEARCH_CAP }
+              data: {
+                pattern: text("pattern"),
+                matches,
+                totalMatches: total,
+                capped: total > SEARCH_CAP,
+                ...(skipped.length === 0 ? {} : { skippedLargeFiles: skipped }),
+                ...(truncated ? { truncated: `stopped after scanning ${scanned} bytes` } : {})
+              }
             } satisfies RawToolResult
           })
         }

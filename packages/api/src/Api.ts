@@ -2,9 +2,9 @@
  * The gateway's HTTP contract. The gateway implements it, tests and the CLI call it through
  * `HttpApiClient.make(Api)`, and `/openapi.json` is generated from it.
  *
- * Paths seed 000 names keep their names (`GET /api/profile/blocks`,
- * `GET /api/session/:id/context-preview`); chat is `POST /api/session/:id/chat` (Server-Sent
- * Events). A file's path (it may contain `/`) is the `path` query parameter.
+ * Session routes are plural (`/api/sessions/:id/...`); the seed's two singular paths
+ * (`GET /api/session/:id/context-preview`, `POST /api/session/:id/chat`) stay as aliases of
+ * the plural ones. A file's path (it may contain `/`) is the `path` query parameter.
  */
 
 import { FileContent, FileInfo, SessionRecord } from "@ctxo/store/Store"
@@ -15,12 +15,20 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import {
+  BadGatewayWire,
   BadRequestWire,
   ConflictWire,
+  ForbiddenWire,
+  GatewayTimeoutWire,
   NotFoundWire,
+  PayloadTooLargeWire,
   ServerErrorWire,
-  UnprocessableWire
+  TooManyRequestsWire,
+  UnauthorizedWire,
+  UnprocessableWire,
+  UnsupportedMediaTypeWire
 } from "./ApiErrors.ts"
+import { ChatCompletion, ChatCompletionRequest } from "./ChatCompletion.ts"
 
 /** Request bodies refuse fields they do not know. */
 const strict = <A, I>(schema: Schema.Schema<A, I>) =>
@@ -74,34 +82,68 @@ export const ChatRequest = strict(
     message: Schema.String.pipe(Schema.minLength(1)),
     model: Schema.optional(Schema.String),
     /** The same key on a retry means the same turn: its input is not recorded twice. */
-    idempotencyKey: Schema.optional(Schema.String)
+    idempotencyKey: Schema.optional(Schema.String),
+    /**
+     * Files or parts of files for this message, as in the manifest's `references`: `"[file:12:30]"`,
+     * `"[file#Heading/Sub]"`, `{ path, startLine, endLine }` or `{ path, block }` (a heading path or
+     * a short id `^b3`). They are resolved at each step of the turn.
+     */
+    references: Schema.optional(
+      Schema.Array(
+        Schema.Union(
+          Schema.String,
+          Schema.Struct({
+            path: Schema.String,
+            startLine: Schema.Int.pipe(Schema.positive()),
+            endLine: Schema.Int.pipe(Schema.positive())
+          }),
+          Schema.Struct({ path: Schema.String, block: Schema.String })
+        )
+      ).pipe(Schema.maxItems(64))
+    )
   })
 )
 
 export const Health = Schema.Struct({ status: Schema.Literal("ok"), version: Schema.String })
+/** Where the data and the upstream are is told to the admin key only. */
 export const Ready = Schema.Struct({
   status: Schema.Literal("ready"),
-  dataDir: Schema.String,
   model: Schema.String,
-  upstream: Schema.String
+  dataDir: Schema.optional(Schema.String),
+  upstream: Schema.optional(Schema.String)
 })
 
 export class HealthGroup extends HttpApiGroup.make("health")
-  .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Health))
-  .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(Ready)) {}
+  .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Health).annotate(OpenApi.Summary, "Liveness"))
+  .add(
+    HttpApiEndpoint.get("readyz", "/readyz")
+      .addSuccess(Ready)
+      .annotate(OpenApi.Summary, "Readiness (the data root is readable)")
+  ) {}
 
 export class SessionsGroup extends HttpApiGroup.make("sessions")
-  .add(HttpApiEndpoint.get("list", "/api/sessions").addSuccess(Schema.Array(SessionRecord)))
+  .add(
+    HttpApiEndpoint.get("list", "/api/sessions")
+      .addSuccess(Schema.Array(SessionRecord))
+      .annotate(OpenApi.Summary, "List sessions")
+  )
   .add(
     HttpApiEndpoint.post("create", "/api/sessions")
       .setPayload(CreateSession)
       .addSuccess(SessionRecord, { status: 201 })
+      .annotate(OpenApi.Summary, "Create a session")
   )
-  .add(HttpApiEndpoint.get("get", "/api/sessions/:id").setPath(SessionPath).addSuccess(SessionRecord))
+  .add(
+    HttpApiEndpoint.get("get", "/api/sessions/:id")
+      .setPath(SessionPath)
+      .addSuccess(SessionRecord)
+      .annotate(OpenApi.Summary, "Get a session")
+  )
   .add(
     HttpApiEndpoint.del("delete", "/api/sessions/:id")
       .setPath(SessionPath)
       .addSuccess(HttpApiSchema.NoContent)
+      .annotate(OpenApi.Summary, "Delete a session")
   ) {}
 
 export class FilesGroup extends HttpApiGroup.make("files")
@@ -109,6 +151,7 @@ export class FilesGroup extends HttpApiGroup.make("files")
     HttpApiEndpoint.get("list", "/api/sessions/:id/files")
       .setPath(SessionPath)
       .addSuccess(Schema.Array(FileInfo))
+      .annotate(OpenApi.Summary, "List a session's files")
   )
   .add(
     HttpApiEndpoint.get("read", "/api/sessions/:id/file")
@@ -121,6 +164,7 @@ export class FilesGroup extends HttpApiGroup.make("files")
         })
       )
       .addSuccess(FileContent)
+      .annotate(OpenApi.Summary, "Read a file (or a line range)")
   )
   .add(
     HttpApiEndpoint.put("write", "/api/sessions/:id/file")
@@ -129,6 +173,7 @@ export class FilesGroup extends HttpApiGroup.make("files")
       .setHeaders(Schema.Struct({ "if-match": Schema.optional(Schema.String) }))
       .setPayload(WriteFile)
       .addSuccess(FileInfo)
+      .annotate(OpenApi.Summary, "Write a file (or a line range; If-Match for optimistic concurrency)")
   )
   .add(
     HttpApiEndpoint.del("delete", "/api/sessions/:id/file")
@@ -136,12 +181,14 @@ export class FilesGroup extends HttpApiGroup.make("files")
       .setUrlParams(Schema.Struct({ path: Schema.String }))
       .setHeaders(Schema.Struct({ "if-match": Schema.optional(Schema.String) }))
       .addSuccess(HttpApiSchema.NoContent)
+      .annotate(OpenApi.Summary, "Delete a file")
   ) {}
 
 export class RecordingGroup extends HttpApiGroup.make("recording").add(
   HttpApiEndpoint.get("session", "/api/sessions/:id/recording")
     .setPath(SessionPath)
     .addSuccess(Schema.Unknown)
+    .annotate(OpenApi.Summary, "Export the session as a recorded session")
     .annotate(
       OpenApi.Description,
       "The session as a recorded session (ctxo.session/v1): save it under fixtures/sessions/ and `ctxo replay` and `pnpm eval` run it."
@@ -149,19 +196,41 @@ export class RecordingGroup extends HttpApiGroup.make("recording").add(
 ) {}
 
 export class BlocksGroup extends HttpApiGroup.make("blocks")
-  .add(HttpApiEndpoint.get("profile", "/api/profile/blocks").addSuccess(Schema.Array(BlockNode)))
+  .add(
+    HttpApiEndpoint.get("profile", "/api/profile/blocks")
+      .addSuccess(Schema.Array(BlockNode))
+      .annotate(OpenApi.Summary, "Block tree of profile.md")
+  )
   .add(
     HttpApiEndpoint.get("file", "/api/sessions/:id/blocks")
       .setPath(SessionPath)
       .setUrlParams(Schema.Struct({ path: Schema.String }))
       .addSuccess(Schema.Array(BlockNode))
+      .annotate(OpenApi.Summary, "Block tree of a session file")
   ) {}
+
+const previewEndpoint = <const Name extends string, const Path extends HttpApiEndpoint.PathSegment>(
+  name: Name,
+  path: Path
+) =>
+  HttpApiEndpoint.get(name, path)
+    .setPath(SessionPath)
+    .setUrlParams(
+      Schema.Struct({
+        model: Schema.optional(Schema.String),
+        format: Schema.optional(Schema.Literal("openai", "anthropic", "react")),
+        query: Schema.optional(Schema.String)
+      })
+    )
+    .addSuccess(Preview)
+    .annotate(OpenApi.Summary, "Compile the session's context (no model call)")
 
 export class ContextGroup extends HttpApiGroup.make("context")
   .add(
     HttpApiEndpoint.get("getConfig", "/api/sessions/:id/config")
       .setPath(SessionPath)
       .addSuccess(Schema.Unknown)
+      .annotate(OpenApi.Summary, "Read the session's context-config.json")
   )
   .add(
     HttpApiEndpoint.put("putConfig", "/api/sessions/:id/config")
@@ -169,95 +238,219 @@ export class ContextGroup extends HttpApiGroup.make("context")
       .setHeaders(Schema.Struct({ "if-match": Schema.optional(Schema.String) }))
       .setPayload(Schema.Unknown)
       .addSuccess(FileInfo)
+      .annotate(OpenApi.Summary, "Write the session's context-config.json (validated)")
   )
+  .add(previewEndpoint("preview", "/api/sessions/:id/context-preview"))
   .add(
-    HttpApiEndpoint.get("preview", "/api/session/:id/context-preview")
-      .setPath(SessionPath)
-      .setUrlParams(
-        Schema.Struct({
-          model: Schema.optional(Schema.String),
-          format: Schema.optional(Schema.Literal("openai", "anthropic", "react")),
-          query: Schema.optional(Schema.String)
-        })
-      )
-      .addSuccess(Preview)
+    previewEndpoint("previewAlias", "/api/session/:id/context-preview")
+      .annotate(OpenApi.Summary, "Context preview (alias of /api/sessions/{id}/context-preview)")
+      .annotate(OpenApi.Deprecated, true)
   ) {}
 
-export class ChatGroup extends HttpApiGroup.make("chat").add(
-  HttpApiEndpoint.post("chat", "/api/session/:id/chat")
+const chatEndpoint = <const Name extends string, const Path extends HttpApiEndpoint.PathSegment>(
+  name: Name,
+  path: Path
+) =>
+  HttpApiEndpoint.post(name, path)
     .setPath(SessionPath)
     .setPayload(ChatRequest)
     .addSuccess(
       Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" }))
     )
+    .annotate(OpenApi.Summary, "Run one agent turn (Server-Sent Events)")
     .annotate(
       OpenApi.Description,
-      "Runs one turn of the agent (ReAct tool loop) and streams Server-Sent Events: text-delta, tool-call, tool-result, compaction-started, compaction-finished, compaction-fell-back, usage, done, error."
+      "Runs one turn of the agent (ReAct tool loop) and streams Server-Sent Events: turn, text-delta, tool-call, tool-result, compaction-started, compaction-finished, compaction-fell-back, usage, done, error. `idempotencyKey` in the body makes a retry resume the turn (or return the answer of a finished one); the same key with another message is 409."
     )
-) {}
+
+export class ChatGroup extends HttpApiGroup.make("chat")
+  .add(chatEndpoint("chat", "/api/sessions/:id/chat"))
+  .add(
+    chatEndpoint("chatAlias", "/api/session/:id/chat")
+      .annotate(OpenApi.Summary, "Run one agent turn (alias of /api/sessions/{id}/chat)")
+      .annotate(OpenApi.Deprecated, true)
+  ) {}
+
+export const Model = Schema.Struct({
+  /** Provider-qualified (`openai/gpt-4o`); forwarded upstream without the provider prefix. */
+  id: Schema.String,
+  object: Schema.Literal("model"),
+  created: Schema.Number,
+  owned_by: Schema.String,
+  context_window: Schema.Number,
+  max_input_tokens: Schema.Number,
+  max_output_tokens: Schema.Number,
+  aliases: Schema.Array(Schema.String)
+}).annotations({ identifier: "Model" })
 
 export const ModelList = Schema.Struct({
   object: Schema.Literal("list"),
-  data: Schema.Array(
-    Schema.Struct({
-      id: Schema.String,
-      object: Schema.Literal("model"),
-      created: Schema.Number,
-      owned_by: Schema.String,
-      context_window: Schema.Number,
-      max_input_tokens: Schema.Number,
-      max_output_tokens: Schema.Number,
-      aliases: Schema.Array(Schema.String)
-    })
-  )
-})
+  data: Schema.Array(Model)
+}).annotations({ identifier: "ModelList" })
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 export const StatelessCompile = strict(
   Schema.Struct({
     /** context-config.json as an object (default: the notebook policy, system-prompt.md). */
-    manifest: Schema.optional(Schema.Unknown),
+    manifest: Schema.optional(JsonObject),
     /** The session's files by path. */
     files: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
     /** Files of the data root by path (system-prompt.md, profile.md). */
     globalFiles: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
     /** A history document (`ctxo.history/v1`). */
-    history: Schema.optional(Schema.Unknown),
+    history: Schema.optional(JsonObject),
     query: Schema.optional(Schema.String),
     model: Schema.optional(Schema.String),
     format: Schema.optional(Schema.Literal("openai", "anthropic", "react"))
   })
 )
 
+/** The headers `/v1/chat/completions` reads (all optional). */
+export const ChatCompletionHeaders = Schema.Struct({
+  "x-ctxo-session": Schema.optional(
+    Schema.String.annotations({
+      description: "Session mode: the session whose context ctxo adds (or metadata.session_id in the body)."
+    })
+  ),
+  "idempotency-key": Schema.optional(
+    Schema.String.annotations({
+      description:
+        "Session mode: a retry with the same key records the input once (resumes the turn, or returns the answer of a finished one); the same key with another message is 409 idempotency_key_reused."
+    })
+  ),
+  "x-ctxo-record": Schema.optional(
+    Schema.String.annotations({
+      description:
+        "Session mode: `false` compiles the session's context and forwards the request but records nothing (evaluations, dry runs); the response says `x-ctxo-recorded: false`."
+    })
+  )
+})
+
+const ModelPath = Schema.Struct({ id: Schema.String })
+const QualifiedModelPath = Schema.Struct({ provider: Schema.String, name: Schema.String })
+
 export class OpenAIGroup extends HttpApiGroup.make("openai")
-  .add(HttpApiEndpoint.get("models", "/v1/models").addSuccess(ModelList))
-  .add(HttpApiEndpoint.post("compile", "/v1/compile").setPayload(StatelessCompile).addSuccess(Preview))
   .add(
-    HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions")
-      .setPayload(Schema.Unknown)
-      .addSuccess(Schema.Unknown)
+    HttpApiEndpoint.get("models", "/v1/models")
+      .addSuccess(ModelList)
+      .annotate(OpenApi.Summary, "List models (the model registry)")
+  )
+  .add(
+    HttpApiEndpoint.get("model", "/v1/models/:id")
+      .setPath(ModelPath)
+      .addSuccess(Model)
+      .annotate(OpenApi.Summary, "Retrieve a model")
       .annotate(
         OpenApi.Description,
-        "OpenAI-compatible. With a session (header X-Ctxo-Session or metadata.session_id) send only the new user message (or the tool results): ctxo adds the session's context and records the turn. Without one, the messages are fitted to the model's window and forwarded."
+        "By id (`openai%2Fgpt-4o` as the openai SDK encodes it), bare name (`gpt-4o`) or alias; an unknown model is 404 model_not_found."
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("qualifiedModel", "/v1/models/:provider/:name")
+      .setPath(QualifiedModelPath)
+      .addSuccess(Model)
+      .annotate(OpenApi.Summary, "Retrieve a model by its provider-qualified id (`/v1/models/openai/gpt-4o`)")
+  )
+  .add(
+    HttpApiEndpoint.post("compile", "/v1/compile")
+      .setPayload(StatelessCompile)
+      .addSuccess(Preview)
+      .annotate(
+        OpenApi.Summary,
+        "Compile statelessly (manifest, files, history, query in; request and report out)"
+      )
+  )
+  .add(
+    HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions")
+      .setPayload(ChatCompletionRequest)
+      .setHeaders(ChatCompletionHeaders)
+      .addSuccess(ChatCompletion)
+      .annotate(OpenApi.Summary, "Create a chat completion (OpenAI-compatible)")
+      .annotate(
+        OpenApi.Description,
+        "OpenAI-compatible, streaming (`stream: true`: Server-Sent Events of chat.completion.chunk, then `data: [DONE]`) and not. With a session (header X-Ctxo-Session or metadata.session_id) send only the new user message (or the tool results): ctxo adds the session's context and records the turn; earlier messages the client sends are ignored (`x-ctxo-ignored-messages`), non-text parts reduced to text (`x-ctxo-reduced-parts`); `x-ctxo-turn`, `x-ctxo-tokens-used`, `x-ctxo-tokens-available`, `x-ctxo-cut-turns` and `x-ctxo-prefix-hash` describe the compiled context. `Idempotency-Key` makes retries safe; `x-ctxo-record: false` records nothing. Without a session, the messages are fitted to the model's window (oldest whole turns first, `x-ctxo-dropped-turns`) and forwarded. The model may be provider-qualified (`openai/gpt-4o`): it is forwarded without the prefix, to the upstream of that provider when several are configured. Errors are OpenAI's `{ error: { message, type, code, param } }` with the upstream's status, type, code and rate-limit headers passed on; an error before the first chunk of a stream is an HTTP status, after it an `error` data frame."
       )
   ) {}
 
 export class AdminGroup extends HttpApiGroup.make("admin").add(
-  HttpApiEndpoint.get("tenants", "/admin/tenants").addSuccess(
-    Schema.Struct({
-      tenants: Schema.Array(
-        Schema.Struct({ tenant: Schema.String, sessions: Schema.Number, dataDir: Schema.String })
-      )
-    })
-  )
+  HttpApiEndpoint.get("tenants", "/admin/tenants")
+    .addSuccess(
+      Schema.Struct({
+        tenants: Schema.Array(
+          /** `dataDir` is relative to the data root (`tenants/acme`). */
+          Schema.Struct({ tenant: Schema.String, sessions: Schema.Number, dataDir: Schema.String })
+        )
+      })
+    )
+    .annotate(OpenApi.Summary, "List tenants and their sessions (admin key)")
 ) {}
+
+/**
+ * Prometheus metrics in the text exposition format 0.0.4: requests by route and status, latency,
+ * tokens by model, compactions, refusals, upstream errors by status. With API keys configured, the
+ * admin key only (like `/admin/*`).
+ */
+export class MetricsGroup extends HttpApiGroup.make("metrics").add(
+  HttpApiEndpoint.get("metrics", "/metrics")
+    .addSuccess(HttpApiSchema.Text({ contentType: "text/plain; version=0.0.4; charset=utf-8" }))
+    .annotate(OpenApi.Summary, "Prometheus metrics (admin key when keys are configured)")
+) {}
+
+/** A JSON Schema `$id` that is not a unique URI (`Schema.Unknown` renders as `/schemas/unknown`). */
+const dropSchemaIds = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(dropSchemaIds)
+  if (typeof value !== "object" || value === null) return value
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(value))
+    if (!(k === "$id" && typeof v === "string" && v.startsWith("/schemas/"))) out[k] = dropSchemaIds(v)
+  return out
+}
+
+/**
+ * The document as strict OpenAPI 3.1 validators want it: no repeated `$id`, the API key as a bearer
+ * security scheme (also `x-api-key`), required where keys are configured; health is public.
+ */
+const finishSpec = (spec: Record<string, unknown>): Record<string, unknown> => {
+  const out = dropSchemaIds(spec) as {
+    components?: Record<string, unknown>
+    paths?: Record<string, Record<string, Record<string, unknown>>>
+    security?: unknown
+  }
+  out.components = {
+    ...out.components,
+    securitySchemes: {
+      bearer: {
+        type: "http",
+        scheme: "bearer",
+        description:
+          "An API key (CTXO_API_KEYS, the admin key for /admin): `Authorization: Bearer <key>`. Without configured keys the gateway needs none."
+      },
+      apiKey: { type: "apiKey", in: "header", name: "x-api-key", description: "The same key, as a header." }
+    }
+  }
+  out.security = [{ bearer: [] }, { apiKey: [] }, {}]
+  for (const path of ["/healthz", "/readyz"]) {
+    const get = out.paths?.[path]?.get
+    if (get !== undefined) get.security = [{}]
+  }
+  return out
+}
 
 /** Every endpoint can answer with any of the wire errors (the status says which). */
 export class Api extends HttpApi.make("ctxo")
   .addError(BadRequestWire)
+  .addError(UnauthorizedWire)
+  .addError(ForbiddenWire)
   .addError(NotFoundWire)
   .addError(ConflictWire)
+  .addError(PayloadTooLargeWire)
+  .addError(UnsupportedMediaTypeWire)
   .addError(UnprocessableWire)
+  .addError(TooManyRequestsWire)
   .addError(ServerErrorWire)
+  .addError(BadGatewayWire)
+  .addError(GatewayTimeoutWire)
   .add(HealthGroup)
   .add(SessionsGroup)
   .add(FilesGroup)
@@ -267,5 +460,7 @@ export class Api extends HttpApi.make("ctxo")
   .add(OpenAIGroup)
   .add(AdminGroup)
   .add(RecordingGroup)
+  .add(MetricsGroup)
   .annotate(OpenApi.Title, "ctxo gateway")
-  .annotate(OpenApi.Version, "0.1.0") {}
+  .annotate(OpenApi.Version, "0.1.0")
+  .annotate(OpenApi.Transform, finishSpec) {}

@@ -1,0 +1,553 @@
+/**
+ * The turn engine: the one way a turn of a session runs, whoever asks (the SSE chat, the
+ * OpenAI-compatible endpoint in session mode, the CLI, the replay harness and the eval gate).
+ *
+ *   lock the session (held for the whole turn, streaming included)
+ *   -> a retry of a finished turn answers from history; a reused key with another message is refused
+ *   -> refuse an input that cannot fit, before anything is recorded or archived
+ *   -> compaction check (from the last usage the provider reported, kept in history)
+ *   -> begin the turn (the input once, with its references)
+ *   -> each step: compile (history compressed, the running turn with full observations, rules,
+ *      references and reminders of this turn) -> model -> record -> tools -> record
+ *   -> end the turn (the answer, with its usage)
+ *
+ * Its seams are services: the compiler (`ContextCompiler`), the compactor (`HistoryCompactor`)
+ * and the model and tools a caller drives it with (`Driver`). The eval gate swaps the first two
+ * for broken ones to prove the checks catch them, on the replay and the gateway paths alike.
+ * Per-session state (the last compile, for a stable cut; the read tracker) is bounded and evicted
+ * when idle.
+ */
+import type { ResolvedModel } from "@ctxo/budget/ModelRegistry"
+import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
+import { Tokenizer } from "@ctxo/budget/Tokenizer"
+import type { CompileError, CompileOptions, CompileResult, CompileState } from "@ctxo/compiler/Compile"
+import { compile } from "@ctxo/compiler/Compile"
+import * as CompileCache from "@ctxo/compiler/CompileCache"
+import type { Manifest } from "@ctxo/compiler/Manifest"
+import { parseManifest } from "@ctxo/compiler/Manifest"
+import type { Format } from "@ctxo/compiler/Render"
+import type { Workspace } from "@ctxo/compiler/Workspace"
+import type {
+  CompactionEvent,
+  CompactionResult,
+  CompactionSettings,
+  CompactOptions
+} from "@ctxo/history/Compaction"
+import { compact } from "@ctxo/history/Compaction"
+import type { HistoryError, IdempotencyConflict } from "@ctxo/history/HistoryErrors"
+import { HistoryStore } from "@ctxo/history/HistoryStore"
+import type { HistoryDocument, InputReference } from "@ctxo/history/Message"
+import { emptyHistory, lastUsageOf, textOf } from "@ctxo/history/Message"
+import { createReadTracker, type ReadTracker } from "@ctxo/history/ReadTracker"
+import { endTurn, keyConflict, recordStep, recordToolResult, startTurn } from "@ctxo/history/Recorder"
+import type { Summarizer } from "@ctxo/history/Summarizer"
+import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
+import { beginTurn, turnsOf, type Usage } from "@ctxo/history/Turns"
+import { MANIFEST_FILE } from "@ctxo/store/Paths"
+import { Store } from "@ctxo/store/Store"
+import type { StoreError } from "@ctxo/store/StoreErrors"
+import { Context, Effect, Either, Layer, Metric, Option, Schema } from "effect"
+
+// --- counters (Effect metrics, process-wide: the gateway's /metrics renders them)
+
+/** Compactions that archived turns (with a summary, or the fallback without one). */
+export const compactionsTotal = Metric.counter("ctxo_compactions_total", {
+  description: "Compactions that archived turns (with a summary, or the fallback without one).",
+  incremental: true
+})
+/** Turns refused because their input cannot fit the model's budget (`BudgetExceeded`). */
+export const refusalsTotal = Metric.counter("ctxo_refusals_total", {
+  description: "Turns refused because their input cannot fit the model's budget (BudgetExceeded).",
+  incremental: true
+})
+const countRefusal = (error: unknown) =>
+  typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "BudgetExceeded"
+    ? Metric.increment(refusalsTotal)
+    : Effect.void
+
+// --- the seams
+
+export interface CompilerService {
+  readonly compile: (
+    options: CompileOptions
+  ) => Effect.Effect<CompileResult, CompileError, Workspace | ModelRegistry | Tokenizer>
+}
+/** The compiler a turn compiles with (the eval gate swaps in broken ones). */
+export class ContextCompiler extends Context.Tag("@ctxo/agent/ContextCompiler")<
+  ContextCompiler,
+  CompilerService
+>() {}
+export const compilerLive: Layer.Layer<ContextCompiler> = Layer.succeed(ContextCompiler, { compile })
+
+export interface CompactorService {
+  readonly compact: (
+    options: CompactOptions
+  ) => Effect.Effect<CompactionResult, HistoryError, HistoryStore | Summarizer>
+}
+/** The compactor a turn compacts with (the eval gate swaps in broken ones). */
+export class HistoryCompactor extends Context.Tag("@ctxo/agent/HistoryCompactor")<
+  HistoryCompactor,
+  CompactorService
+>() {}
+export const compactorLive: Layer.Layer<HistoryCompactor> = Layer.succeed(HistoryCompactor, { compact })
+
+/** The live compiler and compactor. */
+export const seamsLive: Layer.Layer<ContextCompiler | HistoryCompactor> = Layer.merge(
+  compilerLive,
+  compactorLive
+)
+
+// --- what a caller drives a turn with
+
+export interface ToolCall {
+  readonly id: string
+  readonly name: string
+  readonly arguments: string
+}
+
+/** What the model answered for one step. */
+export interface ModelStep {
+  readonly text: string
+  readonly toolCalls: ReadonlyArray<ToolCall>
+  readonly usage?: Usage
+}
+
+export type TurnEvent =
+  | { readonly type: "turn"; readonly turn: number; readonly resumed: boolean }
+  | {
+      readonly type: "compaction-started"
+      readonly archivedTurns: ReadonlyArray<number>
+      readonly keptTurns: ReadonlyArray<number>
+    }
+  | {
+      readonly type: "compaction-finished"
+      readonly summaryId: string | null
+      readonly archivedMessages: number
+    }
+  | { readonly type: "compaction-fell-back"; readonly message: string }
+  | { readonly type: "text-delta"; readonly text: string }
+  | { readonly type: "tool-call"; readonly id: string; readonly name: string; readonly arguments: string }
+  | { readonly type: "tool-result"; readonly id: string; readonly name: string; readonly result: unknown }
+  | { readonly type: "usage"; readonly inputTokens: number; readonly outputTokens: number }
+  | { readonly type: "done"; readonly turn: number; readonly text: string; readonly steps: number }
+  | { readonly type: "error"; readonly tag: string; readonly message: string }
+
+export interface StepContext {
+  readonly turn: number
+  readonly step: number
+  readonly model: ResolvedModel
+  readonly emit: (event: TurnEvent) => Effect.Effect<void>
+}
+
+/**
+ * The model and the tools of a turn. `runTool` absent: the client runs the tools (the
+ * OpenAI-compatible endpoint), so a step that calls tools ends the request and the turn waits
+ * for their results.
+ */
+export interface Driver<E = never, R = never> {
+  readonly model: (compiled: CompileResult, context: StepContext) => Effect.Effect<ModelStep, E, R>
+  readonly runTool?: (call: ToolCall, context: StepContext) => Effect.Effect<RawToolResult, E, R>
+}
+
+export interface TurnOptions {
+  /** The model when neither the request nor the manifest names one. */
+  readonly defaultModel: string
+  /** Tool steps per turn. */
+  readonly maxSteps: number
+  readonly format?: Format
+  /** Compaction settings (and the window it triggers on, default the model's). */
+  readonly compaction?: Partial<CompactionSettings> & { readonly window?: number }
+  /** The manifest to use instead of the session's context-config.json. */
+  readonly manifest?: Manifest
+  readonly emit?: (event: TurnEvent) => Effect.Effect<void>
+  /** Each compile, as it happens (replay measures them). */
+  readonly onCompiled?: (
+    compiled: CompileResult,
+    at: { readonly turn: number; readonly step: number; readonly options: CompileOptions }
+  ) => Effect.Effect<void>
+  /** Each compaction that did something. */
+  readonly onCompaction?: (
+    result: CompactionResult,
+    before: HistoryDocument,
+    after: HistoryDocument
+  ) => Effect.Effect<void>
+}
+
+export interface TurnRequest {
+  readonly sessionId: string
+  readonly input: string
+  readonly references?: ReadonlyArray<InputReference>
+  readonly idempotencyKey?: string
+  readonly model?: string
+}
+
+export interface ToolResultInput {
+  readonly callId: string
+  readonly result: RawToolResult
+}
+
+export type TurnOutcome =
+  /** The turn ended with an answer (now, or before: a retry of a finished turn). */
+  | {
+      readonly _tag: "Answered"
+      readonly turn: number
+      readonly text: string
+      readonly steps: number
+      readonly replayed: boolean
+      readonly compiled?: CompileResult
+      readonly usage?: Usage
+    }
+  /** The model called tools the client runs: the turn waits for their results. */
+  | {
+      readonly _tag: "ToolCalls"
+      readonly turn: number
+      readonly text: string
+      readonly toolCalls: ReadonlyArray<ToolCall>
+      readonly compiled: CompileResult
+      readonly usage?: Usage
+    }
+
+export type TurnError = CompileError | HistoryError | IdempotencyConflict | StoreError | InvalidToolResults
+
+/** Tool results that answer no call of the session's running turn (or there is none running). */
+export class InvalidToolResults extends Schema.TaggedError<InvalidToolResults>(
+  "@ctxo/agent/InvalidToolResults"
+)("InvalidToolResults", { reason: Schema.String }) {
+  override get message() {
+    return this.reason
+  }
+}
+
+// --- per-session state: bounded, evicted when idle
+
+interface SessionState {
+  compileState: CompileState | undefined
+  readonly tracker: ReadTracker
+  touched: number
+}
+export interface EngineOptions {
+  /** Sessions whose state is kept (least recently used beyond it is dropped; default 10,000). */
+  readonly maxSessions?: number
+  /** State of a session idle this long is dropped (default 30 minutes). */
+  readonly idleMs?: number
+}
+
+export interface Service {
+  /** A new input: the whole turn (with `driver.runTool`), or up to the first tool calls (without). */
+  readonly turn: <E, R>(
+    request: TurnRequest,
+    driver: Driver<E, R>,
+    options: TurnOptions
+  ) => Effect.Effect<TurnOutcome, TurnError | E, R>
+  /** Results of the tool calls the model made in the session's running turn: the turn goes on. */
+  readonly continueTurn: <E, R>(
+    request: {
+      readonly sessionId: string
+      readonly model?: string
+      readonly results: ReadonlyArray<ToolResultInput>
+    },
+    driver: Driver<E, R>,
+    options: TurnOptions
+  ) => Effect.Effect<TurnOutcome, TurnError | E, R>
+  /** The session's read tracker (the read tool notes files changed since the model read them). */
+  readonly tracker: (sessionId: string) => Effect.Effect<ReadTracker>
+  /** Sessions with state held now (bounded). */
+  readonly sessions: () => number
+  /** Forgets a session's state (its history was replaced, e.g. restored from a checkpoint). */
+  readonly reset: (sessionId: string) => Effect.Effect<void>
+}
+
+export class TurnEngine extends Context.Tag("@ctxo/agent/TurnEngine")<TurnEngine, Service>() {}
+
+type Needs =
+  | Store
+  | HistoryStore
+  | Summarizer
+  | Workspace
+  | ModelRegistry
+  | Tokenizer
+  | ContextCompiler
+  | HistoryCompactor
+
+export const makeWith = (engineOptions: EngineOptions = {}) =>
+  Effect.gen(function* () {
+    const MAX_SESSIONS = engineOptions.maxSessions ?? 10_000
+    const IDLE_MS = engineOptions.idleMs ?? 30 * 60_000
+    const context = yield* Effect.context<Needs>()
+    const store = Context.get(context, Store)
+    const history = Context.get(context, HistoryStore)
+    const registry = Context.get(context, ModelRegistry)
+    const tokenizer = Context.get(context, Tokenizer)
+    const compiler = Context.get(context, ContextCompiler)
+    const compactor = Context.get(context, HistoryCompactor)
+    // The compile cache: the context's (a gateway's, one per process), else the engine's own, so
+    // each step's compile reuses the work of the previous ones.
+    const compileCache = Option.getOrElse(
+      yield* Effect.serviceOption(CompileCache.CompileCache),
+      CompileCache.make
+    )
+
+    const states = new Map<string, SessionState>()
+    // Keyed by the store's scope (a tenant's data root) and the session: tenants never share state.
+    const keyOf = (sessionId: string) => Effect.map(store.scope, (scope) => `${scope}\u0000${sessionId}`)
+    const stateOf = (sessionId: string) => Effect.map(keyOf(sessionId), (key) => stateAt(key))
+    const stateAt = (key: string): SessionState => {
+      const now = Date.now()
+      let state = states.get(key)
+      if (state !== undefined) states.delete(key)
+      else {
+        state = { compileState: undefined, tracker: createReadTracker(), touched: now }
+        // Least recently used first: drop the idle ones, and any beyond the bound.
+        for (const [k, s] of states) {
+          if (now - s.touched < IDLE_MS && states.size < MAX_SESSIONS) break
+          states.delete(k)
+        }
+      }
+      state.touched = now
+      states.set(key, state)
+      return state
+    }
+
+    const manifestOf = (sessionId: string, options: TurnOptions) =>
+      options.manifest !== undefined
+        ? Effect.succeed(options.manifest)
+        : Effect.gen(function* () {
+            const text = yield* store.read("session", sessionId, MANIFEST_FILE)
+            return yield* Either.match(parseManifest(text ?? "{}", `${sessionId}/${MANIFEST_FILE}`), {
+              onLeft: Effect.fail,
+              onRight: Effect.succeed
+            })
+          })
+
+    const compileContext = Context.add(context, CompileCache.CompileCache, compileCache)
+    const provide = <A, E>(effect: Effect.Effect<A, E, Needs>) => Effect.provide(effect, compileContext)
+
+    /** Compile, model, record; tools and again, until an answer, tool calls for the client, or the limit. */
+    const steps = <E, R>(
+      sessionId: string,
+      turn: number,
+      manifest: Manifest,
+      model: ResolvedModel,
+      modelName: string,
+      driver: Driver<E, R>,
+      options: TurnOptions
+    ): Effect.Effect<TurnOutcome, TurnError | E, R> =>
+      Effect.gen(function* () {
+        const state = yield* stateOf(sessionId)
+        const emit = options.emit ?? (() => Effect.void)
+        for (let step = 1; step <= options.maxSteps; step++) {
+          const doc = yield* history.load(sessionId)
+          const compileOptions: CompileOptions = {
+            sessionId,
+            manifest,
+            model: modelName,
+            format: options.format ?? "openai",
+            history: doc,
+            query: "",
+            ...(state.compileState === undefined ? {} : { previous: state.compileState })
+          }
+          const compiled = yield* provide(compiler.compile(compileOptions))
+          state.compileState = compiled.state
+          if (options.onCompiled) yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
+          const context: StepContext = { turn, step, model, emit }
+          const answer = yield* driver.model(compiled, context)
+          if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
+          if (answer.toolCalls.length === 0) {
+            yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
+            yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
+            return {
+              _tag: "Answered",
+              turn,
+              text: answer.text,
+              steps: step - 1,
+              replayed: false,
+              compiled,
+              ...(answer.usage === undefined ? {} : { usage: answer.usage })
+            } as const
+          }
+          const runTool = driver.runTool
+          for (const [i, call] of answer.toolCalls.entries()) {
+            // A tool step (its call, run and result) is recorded whole or not at all: an
+            // interruption (a client gone, shutdown) waits for it.
+            yield* Effect.uninterruptible(
+              Effect.gen(function* () {
+                yield* provide(
+                  recordStep(sessionId, turn, {
+                    ...(i === 0 && answer.text !== "" ? { text: answer.text } : {}),
+                    ...(i === 0 && answer.usage !== undefined ? { usage: answer.usage } : {}),
+                    toolCall: { callId: call.id, name: call.name, input: parseArguments(call.arguments) }
+                  })
+                )
+                yield* emit({ type: "tool-call", id: call.id, name: call.name, arguments: call.arguments })
+                if (runTool === undefined) return
+                const result = yield* runTool(call, context)
+                yield* provide(
+                  recordToolResult(sessionId, turn, { callId: call.id, name: call.name }, result)
+                )
+                yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
+              })
+            )
+          }
+          if (runTool === undefined)
+            return {
+              _tag: "ToolCalls",
+              turn,
+              text: answer.text,
+              toolCalls: answer.toolCalls,
+              compiled,
+              ...(answer.usage === undefined ? {} : { usage: answer.usage })
+            } as const
+        }
+        const text = `Stopped after ${options.maxSteps} tool steps.`
+        yield* provide(endTurn(sessionId, turn, text))
+        yield* emit({ type: "done", turn, text, steps: options.maxSteps })
+        return { _tag: "Answered", turn, text, steps: options.maxSteps, replayed: false } as const
+      })
+
+    const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>
+      Effect.gen(function* () {
+        const name = request.model ?? manifest.model ?? options.defaultModel
+        return { name, model: yield* registry.resolve(name) }
+      })
+
+    const turn: Service["turn"] = (request, driver, options) =>
+      store.withSessionLock(
+        request.sessionId,
+        Effect.gen(function* () {
+          const sid = request.sessionId
+          const emit = options.emit ?? (() => Effect.void)
+          const manifest = yield* manifestOf(sid, options)
+          const { name: modelName, model } = yield* resolveModel(request, manifest, options)
+          const before = yield* history.load(sid)
+          const began = {
+            input: request.input,
+            ...(request.idempotencyKey === undefined ? {} : { inputKey: request.idempotencyKey }),
+            ...(request.references === undefined ? {} : { references: request.references })
+          }
+          const conflict = keyConflict(before, began)
+          if (conflict !== undefined) return yield* Effect.fail(conflict)
+          // A retry of a turn: the same key, or the same text while the last turn is unfinished.
+          const probe = beginTurn(before, began)
+          if (probe.resumed && probe.finished) {
+            const answer = before.messages.find((m) => m.meta.turn === probe.turn && m.meta.kind === "final")
+            const text = answer === undefined ? "" : textOf(answer)
+            yield* emit({ type: "turn", turn: probe.turn, resumed: true })
+            yield* emit({ type: "done", turn: probe.turn, text, steps: 0 })
+            return { _tag: "Answered", turn: probe.turn, text, steps: 0, replayed: true } as const
+          }
+          if (!probe.resumed) {
+            // An input that cannot fit with what every compile must carry (the system prompt, the
+            // rules, the pinned turns, which compaction never archives) is refused before anything
+            // is archived or recorded.
+            yield* provide(
+              compiler.compile({
+                sessionId: sid,
+                manifest,
+                model: modelName,
+                format: options.format ?? "openai",
+                history: requiredHistoryOf(before),
+                query: request.input,
+                ...(request.references === undefined ? {} : { references: request.references })
+              })
+            )
+            const counter = yield* tokenizer.counter(model)
+            const compaction = yield* provide(
+              compactor.compact({
+                sessionId: sid,
+                input: request.input,
+                lastUsage: lastUsageOf(before),
+                model: { id: model.id, contextWindow: options.compaction?.window ?? model.contextWindow },
+                ...(options.compaction === undefined ? {} : { settings: options.compaction }),
+                count: counter.count,
+                onEvent: (event) => compactionEvent(event, emit)
+              })
+            )
+            if (compaction.status === "compacted" || compaction.status === "fell-back")
+              yield* Metric.increment(compactionsTotal)
+            if (compaction.status !== "not-needed" && options.onCompaction)
+              yield* options.onCompaction(compaction, before, yield* history.load(sid))
+          }
+          const started = yield* provide(startTurn(sid, began))
+          yield* emit({ type: "turn", turn: started.turn, resumed: started.resumed })
+          return yield* steps(sid, started.turn, manifest, model, modelName, driver, options)
+        })
+      )
+
+    const continueTurn: Service["continueTurn"] = (request, driver, options) =>
+      store.withSessionLock(
+        request.sessionId,
+        Effect.gen(function* () {
+          const sid = request.sessionId
+          const manifest = yield* manifestOf(sid, options)
+          const { name: modelName, model } = yield* resolveModel(request, manifest, options)
+          const doc = yield* history.load(sid)
+          const running = turnsOf(doc.messages).at(-1)
+          const calls = new Map<string, string>()
+          const answered = new Set<string>()
+          for (const m of running?.messages ?? [])
+            for (const p of m.parts) {
+              if (p._tag === "tool-call") calls.set(p.callId, p.name)
+              if (p._tag === "tool-result") answered.add(p.callId)
+            }
+          if (running === undefined || running.finished)
+            return yield* Effect.fail(
+              new InvalidToolResults({ reason: "the session has no turn waiting for tool results" })
+            )
+          for (const r of request.results) {
+            const name = calls.get(r.callId)
+            if (name === undefined)
+              return yield* Effect.fail(
+                new InvalidToolResults({
+                  reason: `tool result ${r.callId.slice(0, 120)} answers no tool call of the running turn`
+                })
+              )
+            if (answered.has(r.callId)) continue
+            yield* provide(recordToolResult(sid, running.turn, { callId: r.callId, name }, r.result))
+            answered.add(r.callId)
+          }
+          return yield* steps(sid, running.turn, manifest, model, modelName, driver, options)
+        })
+      )
+
+    return {
+      turn: (request, driver, options) => Effect.tapError(turn(request, driver, options), countRefusal),
+      continueTurn: (request, driver, options) =>
+        Effect.tapError(continueTurn(request, driver, options), countRefusal),
+      tracker: (sessionId) => Effect.map(stateOf(sessionId), (state) => state.tracker),
+      sessions: () => states.size,
+      reset: (sessionId) => Effect.map(keyOf(sessionId), (key) => void states.delete(key))
+    } satisfies Service
+  })
+
+export const make = makeWith()
+
+export const layer: Layer.Layer<TurnEngine, never, Needs> = Layer.effect(TurnEngine, make)
+
+/** The part of a history every compile must show: its pinned turns (no summary, nothing else). */
+const requiredHistoryOf = (doc: HistoryDocument): HistoryDocument => ({
+  ...emptyHistory,
+  messages: turnsOf(doc.messages)
+    .filter((t) => t.finished && t.messages.some((m) => m.meta.pinned === true))
+    .flatMap((t) => t.messages)
+})
+
+const parseArguments = (text: string): unknown => {
+  try {
+    return JSON.parse(text === "" ? "{}" : text)
+  } catch {
+    return { raw: text }
+  }
+}
+
+const compactionEvent = (event: CompactionEvent, emit: (event: TurnEvent) => Effect.Effect<void>) =>
+  event._tag === "Started"
+    ? emit({ type: "compaction-started", archivedTurns: event.archivedTurns, keptTurns: event.keptTurns })
+    : event._tag === "Finished"
+      ? emit({
+          type: "compaction-finished",
+          summaryId: event.summaryId ?? null,
+          archivedMessages: event.archivedMessages
+        })
+      : event._tag === "FellBack"
+        ? emit({ type: "compaction-fell-back", message: event.message })
+        : Effect.void

@@ -1,0 +1,164 @@
+/**
+ * The turn engine on its own (memory store, a scripted model): per-session state stays bounded,
+ * the compaction trigger comes from the usage recorded in history (so a restarted engine compacts
+ * as the old one would have), and an input that cannot fit is refused with nothing recorded.
+ */
+import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
+import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import * as Workspace from "@ctxo/compiler/Workspace"
+import * as HistoryStore from "@ctxo/history/HistoryStore"
+import * as Summarizer from "@ctxo/history/Summarizer"
+import * as MemoryStore from "@ctxo/store/MemoryStore"
+import * as Store from "@ctxo/store/Store"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, FiberRef, Layer } from "effect"
+import * as TurnEngine from "../src/TurnEngine.ts"
+
+const sessions = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`s${i}`, {}]))
+const files = { global: { "system-prompt.md": "You are a careful assistant." }, sessions }
+const services = Layer.mergeAll(
+  MemoryStore.layerMemory(files),
+  Workspace.layerMemory(files),
+  Summarizer.layerDeterministic,
+  ModelRegistry.layer(),
+  Tokenizer.layer(),
+  TurnEngine.seamsLive
+).pipe(Layer.provideMerge(HistoryStore.layerMemory))
+
+const answer = (text: string, usage?: { inputTokens: number; outputTokens: number }): TurnEngine.Driver => ({
+  model: () => Effect.succeed({ text, toolCalls: [], ...(usage === undefined ? {} : { usage }) })
+})
+const options: TurnEngine.TurnOptions = { defaultModel: "openai/gpt-4o", maxSteps: 4 }
+
+describe("TurnEngine", () => {
+  it.effect("keeps per-session state for a bounded number of sessions", () =>
+    Effect.gen(function* () {
+      const engine = yield* TurnEngine.makeWith({ maxSessions: 3 })
+      for (let i = 0; i < 12; i++) {
+        yield* engine.turn({ sessionId: `s${i}`, input: `hello ${i}` }, answer("hi"), options)
+        expect(engine.sessions()).toBeLessThanOrEqual(3)
+      }
+      expect(engine.sessions()).toBe(3)
+    }).pipe(Effect.provide(services))
+  )
+
+  it.effect("keeps two tenants' sessions of the same id apart (state keyed by the store's scope)", () =>
+    Effect.gen(function* () {
+      // A gateway's store forwards to the request's tenant: its scope is the tenant's data root.
+      const tenant = FiberRef.unsafeMake("a")
+      const store = yield* Store.Store
+      const forwarding = Layer.succeed(Store.Store, {
+        ...store,
+        scope: Effect.map(FiberRef.get(tenant), (t) => `tenants/${t}`)
+      })
+      const engine = yield* TurnEngine.make.pipe(Effect.provide(forwarding))
+      const ofA = yield* engine.tracker("s0")
+      const ofB = yield* engine.tracker("s0").pipe(Effect.locally(tenant, "b"))
+      expect(ofB).not.toBe(ofA)
+      expect(yield* engine.tracker("s0")).toBe(ofA)
+      expect(engine.sessions()).toBe(2)
+      yield* engine.reset("s0").pipe(Effect.locally(tenant, "b"))
+      expect(engine.sessions()).toBe(1)
+      expect(yield* engine.tracker("s0")).toBe(ofA)
+    }).pipe(Effect.provide(services))
+  )
+
+  it.effect("drops the state of idle sessions", () =>
+    Effect.gen(function* () {
+      const engine = yield* TurnEngine.makeWith({ idleMs: 0 })
+      yield* engine.turn({ sessionId: "s0", input: "one" }, answer("a"), options)
+      yield* engine.turn({ sessionId: "s1", input: "two" }, answer("b"), options)
+      expect(engine.sessions()).toBe(1)
+    }).pipe(Effect.provide(services))
+  )
+
+  it.effect("compacts from the usage recorded in history, also after a restart", () =>
+    Effect.gen(function* () {
+      const events: Array<string> = []
+      const small = {
+        ...options,
+        compaction: { window: 2_000, keepTurns: 1 },
+        emit: (e: TurnEngine.TurnEvent) => Effect.sync(() => void events.push(e.type))
+      }
+      const first = yield* TurnEngine.make
+      yield* first.turn(
+        { sessionId: "s2", input: "first" },
+        answer("ok", { inputTokens: 100, outputTokens: 5 }),
+        small
+      )
+      yield* first.turn(
+        { sessionId: "s2", input: "second" },
+        answer("ok", { inputTokens: 1_900, outputTokens: 50 }),
+        small
+      )
+      expect(events).not.toContain("compaction-started")
+      // A new engine (a restarted gateway) reads the last usage from history: 1,950 of 2,000.
+      const restarted = yield* TurnEngine.make
+      yield* restarted.turn({ sessionId: "s2", input: "third" }, answer("ok"), small)
+      expect(events).toContain("compaction-started")
+      const doc = yield* Effect.flatMap(HistoryStore.HistoryStore, (h) => h.load("s2"))
+      expect(doc.compression).toHaveLength(1)
+    }).pipe(Effect.provide(services))
+  )
+
+  it.effect("refuses an input that cannot fit before anything is recorded or archived", () =>
+    Effect.gen(function* () {
+      const engine = yield* TurnEngine.make
+      yield* engine.turn(
+        { sessionId: "s3", input: "small" },
+        answer("ok", { inputTokens: 120_000, outputTokens: 10 }),
+        options
+      )
+      const history = yield* HistoryStore.HistoryStore
+      const before = yield* history.load("s3")
+      let called = false
+      const error = yield* Effect.flip(
+        engine.turn(
+          { sessionId: "s3", input: "word ".repeat(200_000) },
+          {
+            model: () =>
+              Effect.sync(() => {
+                called = true
+                return { text: "", toolCalls: [] }
+              })
+          },
+          options
+        )
+      )
+      expect(error._tag).toBe("BudgetExceeded")
+      expect(called).toBe(false)
+      expect(yield* history.load("s3")).toEqual(before)
+    }).pipe(Effect.provide(services))
+  )
+
+  it.effect("refuses an input that fits alone but not beside the pinned turns, recording nothing", () =>
+    Effect.gen(function* () {
+      const engine = yield* TurnEngine.make
+      const history = yield* HistoryStore.HistoryStore
+      yield* engine.turn({ sessionId: "s4", input: "pinned ".repeat(80_000) }, answer("noted"), options)
+      yield* engine.turn(
+        { sessionId: "s4", input: "small" },
+        answer("ok", { inputTokens: 100_000, outputTokens: 10 }),
+        options
+      )
+      yield* history.modify("s4", (doc) =>
+        Effect.succeed([
+          undefined,
+          {
+            ...doc,
+            messages: doc.messages.map((m) =>
+              m.meta.turn === 1 && m.meta.kind === "input" ? { ...m, meta: { ...m.meta, pinned: true } } : m
+            )
+          }
+        ] as const)
+      )
+      const before = yield* history.load("s4")
+      // 50k tokens fit gpt-4o's window alone, not beside the 80k-token pinned turn.
+      const error = yield* Effect.flip(
+        engine.turn({ sessionId: "s4", input: "word ".repeat(50_000) }, answer("never"), options)
+      )
+      expect(error._tag).toBe("BudgetExceeded")
+      expect(yield* history.load("s4")).toEqual(before)
+    }).pipe(Effect.provide(services))
+  )
+})
