@@ -8,7 +8,7 @@
  * each non-streaming and streaming. Reports p50 and p99 latency added over the baseline, and
  * requests per second with 8 in flight, on this machine.
  */
-import { cpSync, mkdtempSync } from "node:fs"
+import { cpSync, mkdtempSync, rmSync } from "node:fs"
 import { availableParallelism, tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -25,6 +25,8 @@ const concurrentTotal = rounds * 40
 const inFlight = 8
 
 const dataDir = mkdtempSync(join(tmpdir(), "ctxo-gateway-bench-"))
+// Removed however the run ends (done, failed, or process.exit).
+process.on("exit", () => rmSync(dataDir, { recursive: true, force: true }))
 cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), dataDir, { recursive: true })
 const upstream = await startFakeUpstream()
 const runtime = ManagedRuntime.make(

@@ -9,14 +9,23 @@
  * | CTXO_SEED_DIR | fixtures/data of this repository | example data for an empty data root |
  * | CTXO_UPSTREAM_BASE_URL | (none) | an OpenAI-compatible API (https://api.openai.com/v1, vLLM, ...) |
  * | CTXO_UPSTREAM_API_KEY | (none) | its key; without one the local deterministic model answers |
+ * | CTXO_UPSTREAMS | (none) | more upstreams by provider prefix, JSON: `{ "openai": { "baseUrl": "https://api.openai.com/v1", "apiKeyEnv": "OPENAI_API_KEY" }, "anthropic": { "baseUrl": "https://api.anthropic.com/v1/", "apiKeyEnv": "ANTHROPIC_API_KEY" } }`; `anthropic/claude-sonnet-4-5` goes to `anthropic` as `claude-sonnet-4-5` (`"keepPrefix": true` forwards the id whole, e.g. OpenRouter); other models go to the single upstream above, else to the first listed |
+ * | CTXO_LOCAL_MODEL_PORT | (random) | the local deterministic model's port (without an upstream) |
+ * | CTXO_LOCAL_MODEL_SCRIPT | (none) | a JSON file of replies the local model answers first, in order (`[{ "type": "tool_calls", "calls": [{ "id", "name", "arguments" }] }, { "type": "text", "text" }]`); after them it answers by its rule: a last user message `call NAME {json}` naming an offered tool gets that tool call, a tool result gets text |
  * | CTXO_MODEL | gpt-4o | model for sessions whose manifest names none |
  * | CTXO_MAX_BODY_BYTES | 1048576 | request bodies above this get 413 |
  * | CTXO_MAX_STEPS | 8 | tool steps per chat turn |
- * | CTXO_UPSTREAM_TIMEOUT_MS | 120000 | one upstream call |
+ * | CTXO_UPSTREAM_TIMEOUT_MS | 120000 | one upstream call in all (an answer not whole by then is a timeout) |
+ * | CTXO_UPSTREAM_FIRST_BYTE_MS | 60000 | from sending a call to the first byte of its answer (capped by the total) |
+ * | CTXO_UPSTREAM_IDLE_MS | 30000 | between two chunks of an answer (capped by the total) |
  * | CTXO_LOG_FORMAT | pretty | `json` for structured logs |
  */
+import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { parseScript, type Reply } from "@ctxo/agent/FakeUpstream"
+import type { NamedUpstream } from "@ctxo/agent/ModelClient"
+import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { readKeys } from "./Keys.ts"
 
 export interface Settings {
@@ -30,6 +39,8 @@ export interface Settings {
   readonly maxBodyBytes: number
   readonly maxSteps: number
   readonly upstreamTimeoutMs: number
+  readonly upstreamFirstByteMs: number
+  readonly upstreamIdleMs: number
   readonly logFormat: "json" | "pretty"
   /** API keys and their tenants (CTXO_API_KEYS, CTXO_API_KEYS_FILE); none: one tenant, no auth. */
   readonly apiKeys: ReadonlyArray<{ readonly key: string; readonly tenant: string }>
@@ -37,11 +48,24 @@ export interface Settings {
   readonly adminKey: Option.Option<Redacted.Redacted<string>>
   /** Concurrent requests per tenant before 429 (CTXO_TENANT_MAX_CONCURRENT). */
   readonly tenantMaxConcurrent: number
+  /** Upstreams by provider prefix (CTXO_UPSTREAMS). */
+  readonly upstreams?: ReadonlyArray<NamedUpstream>
+  /** The local model's port (CTXO_LOCAL_MODEL_PORT). */
+  readonly localModelPort?: number
+  /** The local model's scripted replies (CTXO_LOCAL_MODEL_SCRIPT, read at start). */
+  readonly localModelScript?: ReadonlyArray<Reply>
 }
 
 export class GatewayConfig extends Context.Tag("@ctxo/gateway/GatewayConfig")<GatewayConfig, Settings>() {}
 
 const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
+
+/** A duration setting in milliseconds: a positive integer. */
+const milliseconds = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: "a positive number of milliseconds", validation: (ms) => ms > 0 }),
+    Config.withDefault(fallback)
+  )
 
 export const settings = Config.all({
   port: Config.port("PORT").pipe(Config.withDefault(8787)),
@@ -56,10 +80,62 @@ export const settings = Config.all({
   model: Config.string("CTXO_MODEL").pipe(Config.withDefault("gpt-4o")),
   maxBodyBytes: Config.integer("CTXO_MAX_BODY_BYTES").pipe(Config.withDefault(1_048_576)),
   maxSteps: Config.integer("CTXO_MAX_STEPS").pipe(Config.withDefault(8)),
-  upstreamTimeoutMs: Config.integer("CTXO_UPSTREAM_TIMEOUT_MS").pipe(Config.withDefault(120_000)),
+  upstreamTimeoutMs: milliseconds("CTXO_UPSTREAM_TIMEOUT_MS", 120_000),
+  upstreamFirstByteMs: milliseconds("CTXO_UPSTREAM_FIRST_BYTE_MS", 60_000),
+  upstreamIdleMs: milliseconds("CTXO_UPSTREAM_IDLE_MS", 30_000),
   logFormat: Config.literal("json", "pretty")("CTXO_LOG_FORMAT").pipe(Config.withDefault("pretty" as const))
 })
 
+/** `CTXO_UPSTREAMS`: `{ "<prefix>": { "baseUrl", "apiKeyEnv"?, "keepPrefix"? } }`, each key read from its variable. */
+const upstreamsConfig = Config.option(Config.string("CTXO_UPSTREAMS")).pipe(
+  Config.mapOrFail((text): Either.Either<ReadonlyArray<NamedUpstream>, ConfigError.ConfigError> => {
+    if (Option.isNone(text) || text.value.trim() === "") return Either.right([])
+    const invalid = (reason: string) => Either.left(ConfigError.InvalidData(["CTXO_UPSTREAMS"], reason))
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text.value)
+    } catch (e) {
+      return invalid(`not JSON (${(e as Error).message})`)
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      return invalid('expected { "<provider>": { "baseUrl": "...", "apiKeyEnv": "..." } }')
+    const out: Array<NamedUpstream> = []
+    for (const [name, value] of Object.entries(parsed)) {
+      const u = value as { baseUrl?: unknown; apiKeyEnv?: unknown; keepPrefix?: unknown } | null
+      if (typeof u?.baseUrl !== "string" || !/^https?:\/\//.test(u.baseUrl))
+        return invalid(`${name}.baseUrl must be an http(s) URL`)
+      if (u.apiKeyEnv !== undefined && typeof u.apiKeyEnv !== "string")
+        return invalid(`${name}.apiKeyEnv must name an environment variable`)
+      const key = typeof u.apiKeyEnv === "string" ? process.env[u.apiKeyEnv]?.trim() : undefined
+      if (typeof u.apiKeyEnv === "string" && (key === undefined || key === ""))
+        return invalid(`${name}.apiKeyEnv names ${u.apiKeyEnv}, which is not set`)
+      out.push({
+        name,
+        baseUrl: u.baseUrl,
+        apiKey: key === undefined ? Option.none() : Option.some(Redacted.make(key)),
+        ...(u.keepPrefix === true ? { keepPrefix: true } : {})
+      })
+    }
+    return Either.right(out)
+  })
+)
+
+/** `CTXO_LOCAL_MODEL_SCRIPT`: the file's replies, or an error naming the file and the problem. */
+const localScriptConfig = Config.option(Config.string("CTXO_LOCAL_MODEL_SCRIPT")).pipe(
+  Config.mapOrFail((path) => {
+    if (Option.isNone(path)) return Either.right(undefined)
+    try {
+      return Either.right(parseScript(readFileSync(path.value, "utf8"), path.value))
+    } catch (e) {
+      return Either.left(ConfigError.InvalidData(["CTXO_LOCAL_MODEL_SCRIPT"], (e as Error).message))
+    }
+  })
+)
+
+/**
+ * The gateway's settings; invalid ones fail with one sentence naming the variable and the field
+ * (a custom model in `CTXO_MODELS` without its tokenizer included), never a stack trace.
+ */
 export const layer = Layer.effect(
   GatewayConfig,
   Effect.gen(function* () {
@@ -73,7 +149,25 @@ export const layer = Layer.effect(
       max: Config.integer("CTXO_TENANT_MAX_CONCURRENT").pipe(Config.withDefault(16))
     })
     const apiKeys = yield* readKeys(keys.list, keys.file)
-    return { ...s, apiKeys, adminKey: keys.admin, tenantMaxConcurrent: keys.max } satisfies Settings
+    const upstreams = yield* upstreamsConfig
+    const localModelPort = yield* Config.option(Config.port("CTXO_LOCAL_MODEL_PORT"))
+    const localModelScript = yield* localScriptConfig
+    // The model registry as the services will build it: its error now, as one sentence.
+    yield* Layer.build(ModelRegistry.layerConfig([])).pipe(
+      Effect.scoped,
+      Effect.catchTag("InvalidModelConfig", (e) =>
+        Effect.fail(ConfigError.InvalidData(["CTXO_MODELS"], e.message))
+      )
+    )
+    return {
+      ...s,
+      apiKeys,
+      adminKey: keys.admin,
+      tenantMaxConcurrent: keys.max,
+      upstreams,
+      ...(Option.isSome(localModelPort) ? { localModelPort: localModelPort.value } : {}),
+      ...(localModelScript === undefined ? {} : { localModelScript })
+    } satisfies Settings
   })
 )
 
@@ -90,6 +184,8 @@ export const layerTest = (
     maxBodyBytes: 1_048_576,
     maxSteps: 8,
     upstreamTimeoutMs: 10_000,
+    upstreamFirstByteMs: 10_000,
+    upstreamIdleMs: 10_000,
     logFormat: "pretty",
     apiKeys: [],
     adminKey: Option.none(),

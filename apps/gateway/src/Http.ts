@@ -1,6 +1,6 @@
 /**
  * The handlers of the HTTP contract (`@ctxo/api`): each maps its domain errors onto the wire errors
- * (`{ error: { tag, message, details } }` with 400, 404, 409, 422 or 500) and nothing else.
+ * (`{ error: { tag, message, details } }`, the status from `ErrorMapping`) and nothing else.
  */
 
 import { chat, sseFrame } from "@ctxo/agent/Agent"
@@ -19,11 +19,12 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Deferred, Effect, Either, FiberRef, Layer, Stream } from "effect"
-import { toApiError, toPreview } from "./ErrorMapping.ts"
+import { fromParseError, toApiError, toPreview } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
+import * as Metrics from "./Metrics.ts"
 import { OpenAILive } from "./OpenAIHttp.ts"
 import { Shutdown } from "./Shutdown.ts"
-import { CurrentTenant, Tenancy } from "./Tenancy.ts"
+import { CallerIsAdmin, CurrentTenant, Tenancy } from "./Tenancy.ts"
 
 const wire = Effect.mapError(toApiError)
 
@@ -52,11 +53,12 @@ export const HealthLive = HttpApiBuilder.group(Api, "health", (handlers) =>
         const store = yield* Store
         const client = yield* ModelClient
         yield* store.listSessions.pipe(wire)
+        // Where the data and the upstream are is for the admin key only.
+        const admin = yield* FiberRef.get(CallerIsAdmin)
         return {
           status: "ready" as const,
-          dataDir: store.root,
           model: config.model,
-          upstream: client.upstream
+          ...(admin ? { dataDir: store.root, upstream: client.upstream } : {})
         }
       })
     )
@@ -129,7 +131,12 @@ export const ContextLive = HttpApiBuilder.group(Api, "context", (handlers) =>
           Effect.catchTag("FileNotFound", () => Effect.succeed(undefined)),
           wire
         )
-        return file === undefined ? {} : (JSON.parse(file.content) as unknown)
+        if (file === undefined) return {}
+        // A corrupt manifest is named, not a 500: the session stays usable for repairing it
+        // (PUT this endpoint or the file with the files API).
+        const manifest = parseManifest(file.content, `${path.id}/context-config.json`)
+        if (Either.isLeft(manifest)) return yield* Effect.fail(toApiError(manifest.left))
+        return JSON.parse(file.content) as unknown
       })
     )
     .handle("putConfig", ({ path, payload, headers }) =>
@@ -146,66 +153,82 @@ export const ContextLive = HttpApiBuilder.group(Api, "context", (handlers) =>
           .pipe(wire)
       })
     )
-    .handle("preview", ({ path, urlParams }) =>
-      Effect.gen(function* () {
-        const store = yield* Store
-        const config = yield* GatewayConfig
-        yield* store.getSession(path.id).pipe(wire)
-        // The model asked for, else the session manifest's, else the gateway's default (CTXO_MODEL).
-        const result = yield* compile({
-          sessionId: path.id,
-          defaultModel: config.model,
-          ...(urlParams.query === undefined ? {} : { query: urlParams.query }),
-          ...(urlParams.format === undefined ? {} : { format: urlParams.format }),
-          ...(urlParams.model === undefined ? {} : { model: urlParams.model })
-        }).pipe(wire)
-        return toPreview(result)
-      })
-    )
+    .handle("preview", ({ path, urlParams }) => preview(path, urlParams))
+    .handle("previewAlias", ({ path, urlParams }) => preview(path, urlParams))
 )
 
+/** The context preview (plural path and the seed's singular alias). */
+const preview = (
+  path: { readonly id: string },
+  urlParams: {
+    readonly model?: string | undefined
+    readonly format?: "openai" | "anthropic" | "react" | undefined
+    readonly query?: string | undefined
+  }
+) =>
+  Effect.gen(function* () {
+    const store = yield* Store
+    const config = yield* GatewayConfig
+    yield* store.getSession(path.id).pipe(wire)
+    // The model asked for, else the session manifest's, else the gateway's default (CTXO_MODEL).
+    const result = yield* compile({
+      sessionId: path.id,
+      defaultModel: config.model,
+      ...(urlParams.query === undefined ? {} : { query: urlParams.query }),
+      ...(urlParams.format === undefined ? {} : { format: urlParams.format }),
+      ...(urlParams.model === undefined ? {} : { model: urlParams.model })
+    }).pipe(wire)
+    return toPreview(result)
+  })
+
 export const ChatLive = HttpApiBuilder.group(Api, "chat", (handlers) =>
-  handlers.handleRaw("chat", ({ path }) =>
-    Effect.gen(function* () {
-      const payload = yield* HttpServerRequest.schemaBodyJson(ChatRequest).pipe(
-        Effect.mapError(
-          (e) =>
-            new BadRequest({
-              tag: e._tag === "ParseError" ? "InvalidRequest" : "InvalidJson",
-              message: e._tag === "ParseError" ? e.message : `The body is not JSON: ${e.message}`
-            })
-        )
-      )
-      const store = yield* Store
-      yield* store.getSession(path.id).pipe(wire)
-      const context =
-        yield* Effect.context<
-          Effect.Effect.Context<
-            ReturnType<typeof chat> extends Stream.Stream<infer _A, infer _E, infer R>
-              ? Effect.Effect<void, never, R>
-              : never
-          >
-        >()
-      const config = yield* GatewayConfig
-      const shutdown = yield* Shutdown
-      const tenant = yield* FiberRef.get(CurrentTenant)
-      const events = chat(
-        {
-          sessionId: path.id,
-          scope: tenant,
-          message: payload.message,
-          ...(payload.model === undefined ? {} : { model: payload.model }),
-          ...(payload.idempotencyKey === undefined ? {} : { idempotencyKey: payload.idempotencyKey })
-        },
-        { defaultModel: config.model, maxSteps: config.maxSteps, stop: Deferred.await(shutdown) }
-      ).pipe(Stream.map(sseFrame), Stream.encodeText, Stream.provideContext(context))
-      return HttpServerResponse.stream(events, {
-        contentType: "text/event-stream",
-        headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-      })
-    })
-  )
+  handlers
+    .handleRaw("chat", ({ path }) => chatTurn(path))
+    .handleRaw("chatAlias", ({ path }) => chatTurn(path))
 )
+
+/** One agent turn as Server-Sent Events (plural path and the seed's singular alias). */
+const chatTurn = (path: { readonly id: string }) =>
+  Effect.gen(function* () {
+    const payload = yield* HttpServerRequest.schemaBodyJson(ChatRequest).pipe(
+      Effect.mapError((e) => {
+        if (e._tag !== "ParseError")
+          return new BadRequest({ tag: "InvalidJson", message: "The body is not valid JSON" })
+        const invalid = fromParseError(e)
+        return new BadRequest({
+          tag: "InvalidRequest",
+          message: invalid.message,
+          details: { param: invalid.param }
+        })
+      })
+    )
+    const store = yield* Store
+    yield* store.getSession(path.id).pipe(wire)
+    const context =
+      yield* Effect.context<
+        Effect.Effect.Context<
+          ReturnType<typeof chat> extends Stream.Stream<infer _A, infer _E, infer R>
+            ? Effect.Effect<void, never, R>
+            : never
+        >
+      >()
+    const config = yield* GatewayConfig
+    const shutdown = yield* Shutdown
+    const events = chat(
+      {
+        sessionId: path.id,
+        message: payload.message,
+        ...(payload.model === undefined ? {} : { model: payload.model }),
+        ...(payload.idempotencyKey === undefined ? {} : { idempotencyKey: payload.idempotencyKey }),
+        ...(payload.references === undefined ? {} : { references: payload.references })
+      },
+      { defaultModel: config.model, maxSteps: config.maxSteps, stop: Deferred.await(shutdown) }
+    ).pipe(Stream.map(sseFrame), Stream.encodeText, Stream.provideContext(context))
+    return HttpServerResponse.stream(events, {
+      contentType: "text/event-stream",
+      headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+    })
+  })
 
 export const AdminLive = HttpApiBuilder.group(Api, "admin", (handlers) =>
   handlers.handle("tenants", () =>
@@ -215,7 +238,11 @@ export const AdminLive = HttpApiBuilder.group(Api, "admin", (handlers) =>
       const tenants = yield* Effect.forEach(tenancy.tenants, (tenant) =>
         store.listSessions.pipe(
           Effect.locally(CurrentTenant, tenant),
-          Effect.map((sessions) => ({ tenant, sessions: sessions.length, dataDir: tenancy.rootOf(tenant) })),
+          Effect.map((sessions) => ({
+            tenant,
+            sessions: sessions.length,
+            dataDir: tenancy.relativeRootOf(tenant)
+          })),
           wire
         )
       )
@@ -275,6 +302,13 @@ export const RecordingLive = HttpApiBuilder.group(Api, "recording", (handlers) =
   )
 )
 
+/** `GET /metrics`: the Prometheus text format (who may scrape is the middleware's decision). */
+export const MetricsLive = HttpApiBuilder.group(Api, "metrics", (handlers) =>
+  handlers.handleRaw("metrics", () =>
+    Effect.map(Metrics.scrape, (text) => HttpServerResponse.text(text, { contentType: Metrics.CONTENT_TYPE }))
+  )
+)
+
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide([
     HealthLive,
@@ -285,6 +319,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     ChatLive,
     OpenAILive,
     AdminLive,
-    RecordingLive
+    RecordingLive,
+    MetricsLive
   ])
 )

@@ -5,14 +5,7 @@
  * request that cannot fit is `context_length_exceeded`, before or after the upstream call.
  */
 
-import { observeUsage, withSessionTurn } from "@ctxo/agent/Agent"
-import {
-  fitMessages,
-  InvalidCompletionRequest,
-  inputLimit,
-  prepareSessionRequest,
-  recordAnswer
-} from "@ctxo/agent/Completions"
+import { contentText, fitMessages, inputLimit } from "@ctxo/agent/Completions"
 import {
   type Chunk,
   chunkAccumulator,
@@ -20,64 +13,44 @@ import {
   type RawBody,
   type UpstreamError
 } from "@ctxo/agent/ModelClient"
+import { ContextCompiler, type Driver, type ModelStep, TurnEngine } from "@ctxo/agent/TurnEngine"
 import { Api } from "@ctxo/api/Api"
 import { Unprocessable } from "@ctxo/api/ApiErrors"
-import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
+import { ChatCompletionRequest } from "@ctxo/api/ChatCompletion"
+import { UnknownModel } from "@ctxo/budget/BudgetErrors"
+import { type ModelInfo, ModelRegistry } from "@ctxo/budget/ModelRegistry"
 import { Tokenizer } from "@ctxo/budget/Tokenizer"
+import type { CompileResult } from "@ctxo/compiler/Compile"
 import { compile } from "@ctxo/compiler/Compile"
 import { parseManifest } from "@ctxo/compiler/Manifest"
 import * as Workspace from "@ctxo/compiler/Workspace"
 import { HistoryDocument } from "@ctxo/history/Message"
+import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Either, FiberRef, Schema, Stream } from "effect"
-import { toApiError, toPreview } from "./ErrorMapping.ts"
+import { Effect, Either, Fiber, Queue, Schema, Stream } from "effect"
+import {
+  type DomainError,
+  fromParseError,
+  InvalidRequestBody,
+  toApiError,
+  toOpenAIError,
+  toPreview
+} from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
-import { CurrentTenant } from "./Tenancy.ts"
 
-const openAIError = (
-  status: number,
-  message: string,
-  type: string,
-  code: string | null,
-  extra?: Record<string, unknown>
-) => HttpServerResponse.unsafeJson({ error: { message, type, code, param: null, ...extra } }, { status })
+const openAIError = (status: number, message: string, type: string, code: string | null) =>
+  HttpServerResponse.unsafeJson({ error: { message, type, code, param: null } }, { status })
 
-/** A failure as OpenAI clients expect it. */
-const toResponse = (e: { readonly _tag: string; readonly message: string }) => {
-  switch (e._tag) {
-    case "ContextTooLong":
-      return openAIError(400, e.message, "invalid_request_error", "context_length_exceeded")
-    case "BudgetExceeded":
-      return openAIError(400, e.message, "invalid_request_error", "context_length_exceeded", {
-        report: (e as unknown as { report: unknown }).report
-      })
-    case "UpstreamError": {
-      const u = e as UpstreamError
-      // The upstream's own overflow keeps its meaning; other failures are the gateway's (502/504).
-      if (u.code === "context_length_exceeded")
-        return openAIError(400, u.reason, "invalid_request_error", u.code)
-      if (u.status !== undefined && u.status < 500)
-        return openAIError(u.status, u.reason, "upstream_error", u.code ?? null)
-      return openAIError(
-        /timed? ?out|no data/i.test(u.reason) ? 504 : 502,
-        u.message,
-        "upstream_error",
-        u.code ?? null
-      )
-    }
-    case "SessionNotFound":
-      return openAIError(404, e.message, "invalid_request_error", "session_not_found")
-    case "InvalidCompletionRequest":
-    case "UnknownModel":
-    case "PathRefused":
-    case "InvalidSessionId":
-      return openAIError(400, e.message, "invalid_request_error", e._tag)
-    default:
-      return openAIError(500, e.message, "server_error", e._tag)
-  }
+/**
+ * A failure as OpenAI clients expect it, with the status every endpoint gives it (`ErrorMapping`)
+ * and the upstream's rate-limit headers (`retry-after`, `x-ratelimit-*`), so the SDK's retry waits.
+ */
+const toResponse = (e: DomainError) => {
+  const { status, headers, body } = toOpenAIError(e)
+  return HttpServerResponse.unsafeJson(body, { status, headers })
 }
 
 const sse = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`
@@ -97,28 +70,100 @@ const completionChunk = (model: string) => ({
   model
 })
 
+type Item = string | { readonly failed: DomainError } | null
+
+/**
+ * A streamed answer whose status waits for its first frame: `produce` offers Server-Sent Events
+ * frames in the background. A failure before the first frame (an upstream 429, a reused
+ * idempotency key, an input that cannot fit) is that error's HTTP status, as OpenAI answers it;
+ * after it, one `data: {"error": {...}}` frame ends the stream, which the openai SDK raises as an
+ * `APIError` with the message, type and code. A client that goes away interrupts `produce`.
+ */
+const streamed = <R>(
+  produce: (offer: (frame: string) => Effect.Effect<void>) => Effect.Effect<void, DomainError, R>,
+  headers: () => Record<string, string>
+) =>
+  Effect.gen(function* () {
+    const queue = yield* Queue.unbounded<Item>()
+    const fiber = yield* produce((frame) => Effect.asVoid(Queue.offer(queue, frame))).pipe(
+      Effect.zipRight(Queue.offer(queue, "data: [DONE]\n\n")),
+      Effect.catchAll((e) => Queue.offer(queue, { failed: e })),
+      Effect.tapDefect((d) => Effect.logError("chat completion failed", d)),
+      Effect.ensuring(Queue.offer(queue, null)),
+      Effect.forkDaemon
+    )
+    const first = yield* Queue.take(queue).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+    if (first === null) return openAIError(500, "The gateway failed on this request", "server_error", null)
+    if (typeof first === "object") return toResponse(first.failed)
+    const chunks = Stream.concat(Stream.succeed(first), Stream.fromQueue(queue)).pipe(
+      Stream.takeWhile((x): x is Exclude<Item, null> => x !== null),
+      Stream.map((x) => (typeof x === "string" ? x : sse(toOpenAIError(x.failed).body))),
+      // The client gone: the producer ends (a turn's whole tool step still finishes, see the engine).
+      Stream.ensuring(Fiber.interrupt(fiber))
+    )
+    return HttpServerResponse.stream(chunks.pipe(Stream.encodeText), {
+      contentType: "text/event-stream",
+      headers: { "cache-control": "no-cache", ...headers() }
+    })
+  })
+
+/** `x-ctxo-*` headers of a compiled context: tokens used and available, cut turns, prefix hash. */
+const compiledHeaders = (compiled: CompileResult | undefined): Record<string, string> => {
+  if (compiled === undefined) return {}
+  const report = compiled.report
+  const cut = report.units.filter((u) => /history/.test(u.source) && u.status !== "included").length
+  const used =
+    report.total ?? report.units.filter((u) => u.status === "included").reduce((n, u) => n + u.tokens, 0)
+  return {
+    "x-ctxo-model": compiled.model,
+    "x-ctxo-tokens-used": String(used),
+    "x-ctxo-tokens-available": String(report.available),
+    "x-ctxo-cut-turns": String(cut),
+    "x-ctxo-prefix-hash": compiled.prefix.hash
+  }
+}
+
+/** Parts of a message content that are not text (images, audio, files): session mode keeps text only. */
+const nonTextParts = (content: unknown) =>
+  Array.isArray(content)
+    ? content.filter((p) => typeof p !== "object" || p === null || (p as { type?: unknown }).type !== "text")
+        .length
+    : 0
+
+/** `x-ctxo-record: false` (or 0, no): compile and forward, record nothing. */
+const recordsNothing = (header: string | undefined) =>
+  header !== undefined && /^(false|0|no|off)$/i.test(header.trim())
+
 const chatCompletions = Effect.gen(function* () {
   const request = yield* HttpServerRequest.HttpServerRequest
-  const raw = yield* request.json.pipe(
-    Effect.mapError(() => new InvalidCompletionRequest({ reason: "the body is not JSON" }))
+  // The body as the contract defines it (`ChatCompletionRequest`): a 400 naming the field otherwise.
+  const body: RawBody & ChatCompletionRequest = yield* HttpServerRequest.schemaBodyJson(
+    ChatCompletionRequest
+  ).pipe(
+    Effect.mapError((e) =>
+      e._tag === "ParseError"
+        ? fromParseError(e)
+        : new InvalidRequestBody({ message: "The body is not valid JSON", param: null })
+    )
   )
-  const body = raw as RawBody & { readonly metadata?: Record<string, unknown>; readonly stream?: boolean }
-  if (
-    typeof body !== "object" ||
-    body === null ||
-    typeof body.model !== "string" ||
-    !Array.isArray(body.messages)
-  )
-    return yield* new InvalidCompletionRequest({ reason: "a chat completion needs model and messages" })
   const client = yield* ModelClient
   const registry = yield* ModelRegistry
   const tokenizer = yield* Tokenizer
   const model = yield* registry.resolve(body.model)
-  const tenant = yield* FiberRef.get(CurrentTenant)
   const sessionId =
     request.headers["x-ctxo-session"] ??
     (typeof body.metadata?.session_id === "string" ? body.metadata.session_id : undefined)
   const idempotencyKey = request.headers["idempotency-key"]
+  /** A body forwarded as it is (no turn recorded): the upstream's answer, streamed or not. */
+  const passOn = (forward: RawBody, headers: Record<string, string>) =>
+    body.stream === true
+      ? streamed(
+          (offer) => client.passthroughStream(forward).pipe(Stream.runForEach((chunk) => offer(sse(chunk)))),
+          () => headers
+        )
+      : Effect.map(client.passthrough(forward), (answer) =>
+          HttpServerResponse.unsafeJson(answer, { headers })
+        )
 
   if (sessionId === undefined) {
     // Proxy: the client's own messages, fitted to the window.
@@ -130,146 +175,250 @@ const chatCompletions = Effect.gen(function* () {
       model: model.id,
       ...(Array.isArray(body.tools) ? { tools: body.tools as ReadonlyArray<Record<string, unknown>> } : {})
     })
-    const forward: RawBody = { ...body, messages: fitted.messages }
-    if (body.stream === true)
-      return HttpServerResponse.stream(
-        Stream.concat(
-          client.passthroughStream(forward).pipe(Stream.map(sse)),
-          Stream.succeed("data: [DONE]\n\n")
-        ).pipe(
-          Stream.catchAll((e) =>
-            Stream.succeed(
-              sse({ error: { message: e.message, type: "upstream_error", code: e.code ?? null } })
-            )
-          ),
-          Stream.encodeText
-        ),
-        { contentType: "text/event-stream", headers: { "x-ctxo-dropped-turns": String(fitted.dropped) } }
-      )
-    const answer = yield* client.passthrough(forward)
-    return HttpServerResponse.unsafeJson(answer).pipe(
-      HttpServerResponse.setHeader("x-ctxo-dropped-turns", String(fitted.dropped))
+    return yield* passOn(
+      { ...body, messages: fitted.messages },
+      { "x-ctxo-dropped-turns": String(fitted.dropped) }
     )
   }
 
+  // Session mode: the turn engine records what the client sent as new (its user message, or the
+  // results of the tool calls the model made) and compiles the session's context for each step,
+  // holding the session's lock until the answer is recorded (streaming included).
   const store = yield* Store
+  const engine = yield* TurnEngine
+  const config = yield* GatewayConfig
   yield* store.getSession(sessionId)
-  if (body.stream !== true) {
-    return yield* withSessionTurn(
-      sessionId,
-      Effect.gen(function* () {
-        const prepared = yield* prepareSessionRequest({
-          sessionId,
-          body,
-          ...(idempotencyKey ? { idempotencyKey } : {})
-        })
-        if ("answered" in prepared)
-          return HttpServerResponse.unsafeJson(completion(body.model, prepared.answered))
-        const answer = (yield* client.passthrough(prepared.forward)) as {
-          choices: Array<{
-            message: {
-              content: string | null
-              tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>
-            }
-          }>
-          usage?: { prompt_tokens: number; completion_tokens: number }
-        }
-        const message = answer.choices[0]?.message
-        yield* recordAnswer({
-          sessionId,
-          turn: prepared.turn,
-          content: message?.content ?? null,
-          toolCalls: (message?.tool_calls ?? []).map((c) => ({
-            id: c.id,
-            name: c.function.name,
-            arguments: c.function.arguments
-          }))
-        })
-        if (answer.usage)
-          observeUsage(sessionId, answer.usage.prompt_tokens + answer.usage.completion_tokens, tenant)
-        return HttpServerResponse.unsafeJson(answer)
-      }),
-      tenant
-    )
-  }
-  // Streaming: chunks are passed on as they come; the answer is recorded when the stream ends whole.
-  const prepared = yield* withSessionTurn(
-    sessionId,
-    prepareSessionRequest({ sessionId, body, ...(idempotencyKey ? { idempotencyKey } : {}) }),
-    tenant
-  )
-  if ("answered" in prepared)
-    return HttpServerResponse.stream(
-      Stream.make(
-        sse({
-          ...completionChunk(body.model),
-          choices: [
-            { index: 0, delta: { role: "assistant", content: prepared.answered }, finish_reason: null }
-          ]
-        }),
-        sse({ ...completionChunk(body.model), choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
-        "data: [DONE]\n\n"
-      ).pipe(Stream.encodeText),
-      { contentType: "text/event-stream" }
-    )
-  const acc = chunkAccumulator()
-  const context = yield* Effect.context<Effect.Effect.Context<ReturnType<typeof recordAnswer>>>()
-  const chunks = client
-    .passthroughStream({ ...prepared.forward, stream_options: { include_usage: true } })
-    .pipe(
-      Stream.tap((chunk) => Effect.sync(() => acc.add(chunk as Chunk))),
-      Stream.map(sse),
-      Stream.concat(
-        Stream.fromEffect(
-          Effect.gen(function* () {
-            const { text, toolCalls: calls, usage } = acc.result()
-            yield* withSessionTurn(
-              sessionId,
-              recordAnswer({
-                sessionId,
-                turn: prepared.turn,
-                content: text === "" ? null : text,
-                toolCalls: calls
-              }),
-              tenant
-            )
-            if (usage !== undefined) observeUsage(sessionId, usage.inputTokens + usage.outputTokens, tenant)
-            return "data: [DONE]\n\n"
-          }).pipe(Effect.provide(context))
-        )
-      ),
-      Stream.catchAll((e) =>
-        Stream.succeed(
-          sse({
-            error: { message: e.message, type: "upstream_error", code: "code" in e ? (e.code ?? null) : null }
-          })
-        )
-      ),
-      Stream.encodeText
-    )
-  return HttpServerResponse.stream(chunks, {
-    contentType: "text/event-stream",
-    headers: { "cache-control": "no-cache" }
+  const {
+    messages: _messages,
+    metadata: _metadata,
+    stream: _stream,
+    stream_options: _options,
+    ...params
+  } = body
+  const forwardOf = (
+    compiled: CompileResult,
+    extra: ReadonlyArray<Record<string, unknown>> = []
+  ): RawBody => ({
+    ...params,
+    model: body.model,
+    messages: [...(compiled.format === "openai" ? compiled.request.messages : []), ...extra]
   })
+  const trailing: Array<Record<string, unknown>> = []
+  for (let i = body.messages.length - 1; i >= 0 && body.messages[i]!.role === "tool"; i--)
+    trailing.unshift(body.messages[i]! as Record<string, unknown>)
+  let lastUserAt = body.messages.length - 1
+  while (lastUserAt >= 0 && body.messages[lastUserAt]!.role !== "user") lastUserAt--
+  const lastUser = lastUserAt === -1 ? undefined : body.messages[lastUserAt]
+  if (trailing.length === 0 && lastUser === undefined)
+    return yield* new InvalidRequestBody({ message: "messages has no user message", param: "messages" })
+  const record = !recordsNothing(request.headers["x-ctxo-record"])
+
+  // What of the client's messages the session does not take: said in headers and the log.
+  const used = !record ? body.messages.length - lastUserAt : trailing.length > 0 ? trailing.length : 1
+  const ignored = body.messages.length - used
+  const reduced = trailing.length > 0 || lastUser === undefined ? 0 : nonTextParts(lastUser.content)
+  const noted: Record<string, string> = {
+    ...(ignored > 0 ? { "x-ctxo-ignored-messages": String(ignored) } : {}),
+    ...(reduced > 0 ? { "x-ctxo-reduced-parts": String(reduced) } : {}),
+    ...(record ? {} : { "x-ctxo-recorded": "false" })
+  }
+  if (ignored > 0)
+    yield* Effect.logWarning(
+      `session ${sessionId}: ${ignored} of ${body.messages.length} messages ignored (session mode takes only the new user message or the tool results; the session's own history is used)`
+    )
+  if (reduced > 0)
+    yield* Effect.logWarning(`session ${sessionId}: ${reduced} non-text content parts reduced to text`)
+
+  if (!record) {
+    // Compile the session's context with this input (as the preview does, with the turn engine's
+    // compiler), forward, record nothing.
+    const compiler = yield* ContextCompiler
+    const compiled = yield* compiler.compile({
+      sessionId,
+      defaultModel: config.model,
+      model: body.model,
+      format: "openai",
+      query: contentText(lastUser?.content ?? "")
+    })
+    const forward = forwardOf(
+      compiled,
+      body.messages.slice(lastUserAt + 1) as ReadonlyArray<Record<string, unknown>>
+    )
+    return yield* passOn(forward, { ...noted, ...compiledHeaders(compiled) })
+  }
+
+  const options = { defaultModel: config.model, maxSteps: config.maxSteps, format: "openai" as const }
+  const runWith = <E>(driver: Driver<E>) =>
+    trailing.length > 0
+      ? engine.continueTurn(
+          {
+            sessionId,
+            model: body.model,
+            results: trailing.map((m) => ({
+              callId: String(m.tool_call_id),
+              result: toolResultOf(m.content)
+            }))
+          },
+          driver,
+          options
+        )
+      : engine.turn(
+          {
+            sessionId,
+            input: contentText(lastUser!.content),
+            model: body.model,
+            ...(idempotencyKey ? { idempotencyKey } : {})
+          },
+          driver,
+          options
+        )
+  // What the last step compiled, for the `x-ctxo-*` headers.
+  let step: { turn: number; compiled: CompileResult } | undefined
+  const headersOf = (turn: number | undefined): Record<string, string> => ({
+    ...noted,
+    ...((turn ?? step?.turn) === undefined ? {} : { "x-ctxo-turn": String(turn ?? step?.turn) }),
+    ...compiledHeaders(step?.compiled)
+  })
+
+  if (body.stream !== true) {
+    let raw: unknown
+    const outcome = yield* runWith<UpstreamError>({
+      model: (compiled, context) =>
+        Effect.map(client.passthrough(forwardOf(compiled)), (answer) => {
+          step = { turn: context.turn, compiled }
+          raw = answer
+          return stepOfCompletion(answer)
+        })
+    })
+    if (outcome._tag === "Answered" && outcome.replayed)
+      return HttpServerResponse.unsafeJson(completion(body.model, outcome.text), {
+        headers: headersOf(outcome.turn)
+      })
+    return HttpServerResponse.unsafeJson(raw, { headers: headersOf(outcome.turn) })
+  }
+  // Streaming: chunks are passed on as they come, while the turn (holding the session's lock) runs;
+  // the answer is recorded when the stream ends whole. The status waits for the turn's first chunk.
+  let replayedTurn: number | undefined
+  return yield* streamed(
+    (offer) =>
+      runWith<UpstreamError>({
+        model: (compiled, context) =>
+          Effect.gen(function* () {
+            step = { turn: context.turn, compiled }
+            const acc = chunkAccumulator()
+            yield* client
+              .passthroughStream({ ...forwardOf(compiled), stream_options: { include_usage: true } })
+              .pipe(
+                Stream.runForEach((chunk) =>
+                  Effect.zipRight(
+                    Effect.sync(() => acc.add(chunk as Chunk)),
+                    offer(sse(chunk))
+                  )
+                )
+              )
+            const { text, toolCalls, usage } = acc.result()
+            return { text, toolCalls, ...(usage === undefined ? {} : { usage }) }
+          })
+      }).pipe(
+        Effect.flatMap((outcome) => {
+          if (!(outcome._tag === "Answered" && outcome.replayed)) return Effect.void
+          replayedTurn = outcome.turn
+          return Effect.zipRight(
+            offer(
+              sse({
+                ...completionChunk(body.model),
+                choices: [
+                  { index: 0, delta: { role: "assistant", content: outcome.text }, finish_reason: null }
+                ]
+              })
+            ),
+            offer(
+              sse({
+                ...completionChunk(body.model),
+                choices: [{ index: 0, delta: {}, finish_reason: "stop" }]
+              })
+            )
+          )
+        })
+      ),
+    () => headersOf(replayedTurn)
+  )
 })
+
+/** A tool message's content as the tool result the turn records (JSON when it parses). */
+const toolResultOf = (content: unknown): RawToolResult => {
+  const text = contentText(content)
+  try {
+    return { status: "success", data: JSON.parse(text) as unknown }
+  } catch {
+    return { status: "success", data: text }
+  }
+}
+
+/** A non-streamed completion as the step the turn records. */
+const stepOfCompletion = (answer: unknown): ModelStep => {
+  const a = answer as {
+    choices?: Array<{
+      message?: {
+        content?: string | null
+        tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>
+      }
+    }>
+    usage?: { prompt_tokens?: number; completion_tokens?: number }
+  }
+  const message = a.choices?.[0]?.message
+  return {
+    text: message?.content ?? "",
+    toolCalls: (message?.tool_calls ?? []).map((c) => ({
+      id: c.id,
+      name: c.function.name,
+      arguments: c.function.arguments
+    })),
+    ...(a.usage === undefined
+      ? {}
+      : { usage: { inputTokens: a.usage.prompt_tokens ?? 0, outputTokens: a.usage.completion_tokens ?? 0 } })
+  }
+}
+
+const modelOf = (m: ModelInfo) => ({
+  id: m.id,
+  object: "model" as const,
+  created: 0,
+  owned_by: m.provider,
+  context_window: m.contextWindow,
+  max_input_tokens: m.maxInput,
+  max_output_tokens: m.maxOutput,
+  aliases: m.aliases
+})
+
+/**
+ * One model by id (`openai/gpt-4o`), bare name or alias, as the registry resolves them, but never
+ * through the fallback model: an unknown one is 404 `model_not_found`, as OpenAI answers it.
+ */
+const retrieveModel = (id: string) =>
+  Effect.gen(function* () {
+    const registry = yield* ModelRegistry
+    const resolved = yield* registry.resolve(id).pipe(
+      Effect.flatMap((m) =>
+        m.fallback === undefined
+          ? Effect.succeed(m)
+          : Effect.fail(new UnknownModel({ model: id, suggestions: [] }))
+      ),
+      Effect.mapError(toApiError)
+    )
+    return modelOf(resolved)
+  })
 
 export const OpenAILive = HttpApiBuilder.group(Api, "openai", (handlers) =>
   handlers
     .handle("models", () =>
       Effect.map(ModelRegistry, (registry) => ({
         object: "list" as const,
-        data: registry.list.map((m) => ({
-          id: m.id,
-          object: "model" as const,
-          created: 0,
-          owned_by: m.provider,
-          context_window: m.contextWindow,
-          max_input_tokens: m.maxInput,
-          max_output_tokens: m.maxOutput,
-          aliases: m.aliases
-        }))
+        data: registry.list.map(modelOf)
       }))
     )
+    .handle("model", ({ path }) => retrieveModel(path.id))
+    .handle("qualifiedModel", ({ path }) => retrieveModel(`${path.provider}/${path.name}`))
     .handle("compile", ({ payload }) =>
       Effect.gen(function* () {
         const config = yield* GatewayConfig
@@ -284,9 +433,17 @@ export const OpenAILive = HttpApiBuilder.group(Api, "openai", (handlers) =>
           payload.history === undefined
             ? undefined
             : yield* Schema.decodeUnknown(HistoryDocument)(payload.history).pipe(
-                Effect.mapError(
-                  (e) => new Unprocessable({ tag: "InvalidHistory", message: `history: ${e.message}` })
-                )
+                Effect.mapError((e) => {
+                  const invalid = fromParseError(e)
+                  return new Unprocessable({
+                    tag: "InvalidHistory",
+                    message:
+                      invalid.param === null
+                        ? invalid.message.replace(/^the body/, "history")
+                        : `history.${invalid.message}`,
+                    details: { param: invalid.param === null ? "history" : `history.${invalid.param}` }
+                  })
+                })
               )
         const workspace = Workspace.layerMemory({
           global: payload.globalFiles ?? {},
@@ -306,8 +463,13 @@ export const OpenAILive = HttpApiBuilder.group(Api, "openai", (handlers) =>
     )
     .handleRaw("chatCompletions", () =>
       chatCompletions.pipe(
-        Effect.catchAll((e) => Effect.succeed(toResponse(e as { _tag: string; message: string }))),
-        Effect.catchAllDefect((d) => Effect.succeed(openAIError(500, String(d), "server_error", null)))
+        Effect.catchAll((e) => Effect.succeed(toResponse(e))),
+        Effect.catchAllDefect((d) =>
+          Effect.as(
+            Effect.logError("chat completion failed", d),
+            openAIError(500, "The gateway failed on this request", "server_error", null)
+          )
+        )
       )
     )
 )

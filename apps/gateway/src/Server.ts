@@ -3,14 +3,22 @@
  * interactive docs at `/docs`, over the services it wires (store, history, compiler workspace,
  * budget, summarizer, model client), all rooted at the configured data directory.
  *
- * Every response carries `x-request-id` (the client's, or a new one); errors the framework raises
- * (an invalid body, an unknown route, a body over the limit) get the same JSON shape as the
- * handlers' errors: `{ "error": { "tag", "message", "details" } }`.
+ * Before a handler runs, the middleware decides on the route the router will match (`Routes`):
+ * who may call it (health: anyone; `/admin`: the admin key; the rest: a tenant's key), then the
+ * body's edges (`RequestBody`: a JSON content type or 415, the size limit or 413 also for chunked
+ * bodies, the nesting limit or 400). Every response carries `x-request-id` (the client's, or a new
+ * one); every error response, the framework's included, leaves in one shape (`/api`:
+ * `{ "error": { "tag", "message", "details" } }`, `/v1`: OpenAI's) bounded by `boundErrorBody`.
+ * Every request is logged once (`Metrics.requestFinished`: route, status, model, session, tokens,
+ * the error's reason; a stream when it ended) and counted for `GET /metrics` (the admin key's).
  */
 import { createServer } from "node:http"
+import { resolve } from "node:path"
 import * as ModelClient from "@ctxo/agent/ModelClient"
+import * as TurnEngine from "@ctxo/agent/TurnEngine"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import * as CompileCache from "@ctxo/compiler/CompileCache"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
@@ -22,9 +30,21 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Layer, Option } from "effect"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { Effect, Layer, Option, Stream } from "effect"
+import {
+  boundErrorBody,
+  clip,
+  describeIssues,
+  gatewayToOpenAI,
+  type Issue,
+  MAX_VALUE
+} from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { ApiLive } from "./Http.ts"
+import * as Metrics from "./Metrics.ts"
+import * as RequestBody from "./RequestBody.ts"
+import * as Routes from "./Routes.ts"
 import * as Shutdown from "./Shutdown.ts"
 import * as Tenancy from "./Tenancy.ts"
 import * as TenantServices from "./TenantServices.ts"
@@ -32,42 +52,83 @@ import * as TenantServices from "./TenantServices.ts"
 let requestCounter = 0
 const newRequestId = () => `req-${Date.now().toString(36)}-${(requestCounter++).toString(36)}`
 
-const errorBody = (tag: string, message: string, details?: unknown) =>
-  HttpServerResponse.unsafeJson({ error: { tag, message, ...(details === undefined ? {} : { details }) } })
+/** An error the middleware answers itself, in the route's error shape. */
+const errorResponse = (route: Routes.Route, status: number, tag: string, message: string) =>
+  HttpServerResponse.unsafeJson(
+    route.openAI ? gatewayToOpenAI(status, { tag, message }) : { error: { tag, message } },
+    { status }
+  )
 
-/** Framework errors in the gateway's error shape (handler errors already have it). */
+const frameworkError = (status: number, request: HttpServerRequest.HttpServerRequest) =>
+  status === 404
+    ? { tag: "RouteNotFound", message: `No route ${request.method} ${clip(request.url, MAX_VALUE)}` }
+    : status === 400
+      ? { tag: "InvalidRequest", message: "The request body is not valid JSON" }
+      : status === 413
+        ? { tag: "PayloadTooLarge", message: "The body is over the size limit" }
+        : { tag: "HttpError", message: `HTTP ${status}` }
+
+/**
+ * Any error response in the route's shape, bounded: the framework's (an unknown route, a body that
+ * does not decode) get the gateway's shape, `/v1` routes get OpenAI's, and no body leaves with an
+ * absolute path, a stack, a long submitted value or over 2 KB.
+ */
 const normalizeError = (
   response: HttpServerResponse.HttpServerResponse,
-  request: HttpServerRequest.HttpServerRequest
+  request: HttpServerRequest.HttpServerRequest,
+  route: Routes.Route,
+  roots: ReadonlyArray<string>
 ) => {
   if (response.status < 400) return response
   const body = response.body
-  if (body._tag === "Empty") {
-    const [tag, message] =
-      response.status === 404
-        ? ["RouteNotFound", `No route ${request.method} ${request.url}`]
-        : response.status === 400
-          ? ["InvalidRequest", "The request body is not valid JSON"]
-          : ["HttpError", `HTTP ${response.status}`]
-    return errorBody(tag, message).pipe(
-      HttpServerResponse.setStatus(response.status),
-      HttpServerResponse.setHeaders(response.headers)
-    )
-  }
-  if (body._tag !== "Uint8Array") return response
-  let parsed: Record<string, unknown>
-  try {
-    parsed = JSON.parse(new TextDecoder().decode(body.body)) as Record<string, unknown>
-  } catch {
-    return response
-  }
-  if ("error" in parsed || typeof parsed._tag !== "string") return response
-  const { _tag, message, ...details } = parsed
-  const tag = _tag === "HttpApiDecodeError" ? "InvalidRequest" : _tag
-  return errorBody(tag, typeof message === "string" ? message : String(_tag), details).pipe(
+  let error: Record<string, unknown>
+  if (body._tag === "Empty") error = frameworkError(response.status, request)
+  else if (body._tag === "Uint8Array") {
+    let parsed: Record<string, unknown>
+    try {
+      parsed = JSON.parse(new TextDecoder().decode(body.body)) as Record<string, unknown>
+    } catch {
+      return response
+    }
+    if (typeof parsed !== "object" || parsed === null) return response
+    if (typeof parsed.error === "object" && parsed.error !== null)
+      error = parsed.error as Record<string, unknown>
+    else if (parsed._tag === "HttpApiDecodeError") {
+      // The contract's decoding of a path, query, header or body: one sentence naming the field.
+      const { message, param } = describeIssues((parsed.issues ?? []) as ReadonlyArray<Issue>)
+      error = { tag: "InvalidRequest", message, details: { param } }
+    } else if (typeof parsed._tag === "string") {
+      const { _tag, message, ...details } = parsed
+      error = { tag: _tag, message: typeof message === "string" ? message : _tag, details }
+    } else return response
+  } else return response
+  // `/v1` speaks OpenAI's shape; an error already in it (it has `type`) stays as it is.
+  const shaped =
+    route.openAI && typeof error.tag === "string" && error.type === undefined
+      ? gatewayToOpenAI(response.status, error)
+      : { error }
+  return HttpServerResponse.unsafeJson(boundErrorBody(shaped, roots)).pipe(
     HttpServerResponse.setStatus(response.status),
     HttpServerResponse.setHeaders(response.headers)
   )
+}
+
+/** `/metrics` is for the admin key, like `/admin/*` (open when no keys are configured). */
+const metricsForAdmin = (route: Routes.Route): Routes.Route =>
+  route.group === "metrics" ? { ...route, audience: "admin" } : route
+
+/** An error response's reason for the access log: `/api`'s tag, `/v1`'s code or type. */
+const errorReason = (response: HttpServerResponse.HttpServerResponse) =>
+  response.body._tag === "Uint8Array"
+    ? Metrics.reasonOf(parsedOrUndefined(new TextDecoder().decode(response.body.body)))
+    : undefined
+
+const parsedOrUndefined = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
 }
 
 const inFlight = new Map<string, number>()
@@ -76,111 +137,292 @@ const inFlight = new Map<string, number>()
 const keyOf = (request: HttpServerRequest.HttpServerRequest) =>
   /^Bearer\s+(.+)$/i.exec(request.headers.authorization ?? "")?.[1]?.trim() ?? request.headers["x-api-key"]
 
+/** Who the caller is, for the route it reaches: a tenant, the admin, anyone, or an error response. */
+const authorize = (
+  request: HttpServerRequest.HttpServerRequest,
+  route: Routes.Route,
+  access: Tenancy.Access
+):
+  | { readonly tenant: string; readonly admin: boolean }
+  | { readonly refused: HttpServerResponse.HttpServerResponse } => {
+  const key = keyOf(request)
+  const admin = key !== undefined && access.isAdmin(key)
+  if (!access.enabled) return { tenant: Tenancy.DEFAULT_TENANT, admin: false }
+  const keyTenant = key === undefined ? Option.none() : access.tenantOf(key)
+  const refuse = (status: number, tag: string, message: string) => ({
+    refused: errorResponse(route, status, tag, message)
+  })
+  const noKey = () =>
+    refuse(
+      401,
+      "Unauthorized",
+      key === undefined ? "An API key is required (Authorization: Bearer <key>)" : "The API key is not valid"
+    )
+  switch (route.audience) {
+    case "public":
+      return { tenant: Option.getOrElse(keyTenant, () => Tenancy.DEFAULT_TENANT), admin }
+    case "admin":
+      if (admin) return { tenant: Tenancy.DEFAULT_TENANT, admin }
+      return Option.isSome(keyTenant)
+        ? refuse(403, "Forbidden", "This key has no right to the management endpoints")
+        : refuse(401, "Unauthorized", "A valid admin key is required (Authorization: Bearer <key>)")
+    case "anyKey":
+      if (admin) return { tenant: Tenancy.DEFAULT_TENANT, admin }
+      return Option.isSome(keyTenant) ? { tenant: keyTenant.value, admin } : noKey()
+    case "tenant":
+      if (Option.isSome(keyTenant)) return { tenant: keyTenant.value, admin }
+      return admin
+        ? refuse(403, "Forbidden", "The admin key manages tenants; it reads no tenant's data")
+        : noKey()
+  }
+}
+
+/**
+ * The request with its body already read: handlers decode `text`, never the socket again. A proxy,
+ * so whatever the server marks on the request (that it was answered) lands on the request itself.
+ */
+const withBody = (
+  request: HttpServerRequest.HttpServerRequest,
+  bytes: Uint8Array,
+  text: string
+): HttpServerRequest.HttpServerRequest => {
+  // Any JSON media type (`application/vnd.x+json`) is decoded as JSON by the handlers.
+  const headers = { ...request.headers, "content-type": "application/json" }
+  const overrides: Record<PropertyKey, () => unknown> = {
+    headers: () => headers,
+    text: () => Effect.succeed(text),
+    arrayBuffer: () =>
+      Effect.succeed(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)),
+    stream: () => Stream.succeed(bytes)
+  }
+  return new Proxy(request, {
+    get: (target, property, receiver) =>
+      Object.hasOwn(overrides, property) ? overrides[property]!() : Reflect.get(target, property, receiver)
+  })
+}
+
 export const middleware =
-  (maxBodyBytes: number, access: Tenancy.Access) =>
+  (settings: { readonly maxBodyBytes: number; readonly dataRoot: string }, access: Tenancy.Access) =>
   <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
     Effect.gen(function* () {
+      const { maxBodyBytes } = settings
       const request = yield* HttpServerRequest.HttpServerRequest
       const id = request.headers["x-request-id"] ?? newRequestId()
-      // Applied to whatever response goes out, the handlers' and the framework's alike.
+      const route = metricsForAdmin(Routes.routeOf(request.method, request.url))
+      const roots = [settings.dataRoot]
+      // The access log's facts: the route's template, the session it names, and what the handler
+      // and the model client add (model, tokens, upstream status) through `Metrics.CurrentRequest`.
+      const stats = Metrics.newStats()
+      const matched = Metrics.routeOf(request.method, request.url)
+      stats.session = Metrics.sessionOf(matched.params, request.headers, undefined)
+      let requestModel: string | undefined
+      let tenantOfRequest: string | undefined
+      // Applied to whatever response goes out: the handlers' and the framework's (as a pre-response
+      // handler) and this middleware's own refusals (`refuse`), once.
       const started = Date.now()
-      yield* HttpApp.appendPreResponseHandler((req, response) => {
-        const out = normalizeError(response, req).pipe(HttpServerResponse.setHeader("x-request-id", id))
-        return Effect.as(
-          Effect.logInfo(`${req.method} ${req.url} ${out.status}`).pipe(
-            Effect.annotateLogs({ requestId: id, status: out.status, durationMs: Date.now() - started })
-          ),
-          out
+      let finished: HttpServerResponse.HttpServerResponse | undefined
+      const finish = (
+        req: HttpServerRequest.HttpServerRequest,
+        response: HttpServerResponse.HttpServerResponse
+      ): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+        // A refusal (`refuse`) passes here twice: as the middleware's answer and as the response.
+        if (finished !== undefined) return Effect.succeed(response)
+        const out = normalizeError(response, req, route, roots).pipe(
+          HttpServerResponse.setHeader("x-request-id", id)
         )
-      })
-      // A declared length over the limit is refused before the body is read (Node discards the
-      // rest); a chunked body is cut at the limit while it is read.
-      if (Number(request.headers["content-length"] ?? 0) > maxBodyBytes)
-        return errorBody(
+        finished = out
+        if (out.status >= 400) stats.error ??= errorReason(out) ?? `HTTP ${out.status}`
+        stats.model ??= requestModel
+        const logged = () =>
+          Metrics.requestFinished({
+            method: req.method,
+            url: req.url,
+            route: matched.route,
+            status: out.status,
+            requestId: id,
+            tenant: tenantOfRequest,
+            durationMs: Date.now() - started,
+            stats
+          })
+        // A stream is logged when it ends (completes, fails or the client leaves), with its duration.
+        if (out.body._tag === "Stream") {
+          stats.stream = true
+          const body = out.body
+          const decoder = new TextDecoder()
+          const measured = Stream.unwrapScoped(
+            Effect.as(
+              Effect.locallyScoped(Metrics.CurrentRequest, stats),
+              body.stream.pipe(
+                Stream.tap((chunk) =>
+                  Effect.sync(() => {
+                    const reason = Metrics.streamErrorOf(decoder.decode(chunk, { stream: true }))
+                    if (reason !== undefined) stats.error ??= reason
+                  })
+                )
+              )
+            )
+          ).pipe(Stream.ensuring(Effect.suspend(logged)))
+          finished = HttpServerResponse.stream(measured, {
+            status: out.status,
+            headers: out.headers,
+            cookies: out.cookies,
+            contentType: body.contentType,
+            ...(body.contentLength === undefined ? {} : { contentLength: body.contentLength })
+          })
+          return Effect.succeed(finished)
+        }
+        return Effect.as(logged(), out)
+      }
+      const refuse = (response: HttpServerResponse.HttpServerResponse) => finish(request, response)
+      yield* HttpApp.appendPreResponseHandler(finish)
+      const tooLarge = () =>
+        errorResponse(
+          route,
+          413,
           "PayloadTooLarge",
           `The body is over the limit of ${maxBodyBytes} bytes (CTXO_MAX_BODY_BYTES)`
-        ).pipe(HttpServerResponse.setStatus(413))
-      // Who is asking: with keys configured, every endpoint but health needs one.
-      let tenant = Tenancy.DEFAULT_TENANT
-      const path = request.url.split("?")[0] ?? ""
-      if (access.enabled && path !== "/healthz" && path !== "/readyz") {
-        const key = keyOf(request)
-        const admin = key !== undefined && access.isAdmin(key)
-        const keyTenant = key === undefined ? Option.none() : access.tenantOf(key)
-        if (path.startsWith("/admin/")) {
-          if (!admin)
-            return Option.isSome(keyTenant)
-              ? errorBody("Forbidden", "This key has no right to the management endpoints").pipe(
-                  HttpServerResponse.setStatus(403)
-                )
-              : errorBody("Unauthorized", "A valid admin key is required (Authorization: Bearer <key>)").pipe(
-                  HttpServerResponse.setStatus(401)
-                )
-        } else if (Option.isNone(keyTenant)) {
-          return admin
-            ? errorBody("Forbidden", "The admin key manages tenants; it reads no tenant's data").pipe(
-                HttpServerResponse.setStatus(403)
+        )
+      // A declared length over the limit is refused before the body is read: Node reads and drops
+      // the rest so the client reads the 413, unless it is beyond the drain bound (then it closes).
+      const drainBound = Math.max(4 * maxBodyBytes, 4 << 20)
+      const declared = Number(request.headers["content-length"] ?? 0)
+      if (declared > maxBodyBytes)
+        return yield* refuse(
+          declared > maxBodyBytes + drainBound
+            ? tooLarge().pipe(HttpServerResponse.setHeader("connection", "close"))
+            : tooLarge()
+        )
+      // Who is asking, decided on the route the router will match, never on the raw path.
+      const caller = authorize(request, route, access)
+      if ("refused" in caller) return yield* refuse(caller.refused)
+      const { tenant, admin } = caller
+      tenantOfRequest = tenant
+      // A body is JSON or nothing: a cross-site form (text/plain, multipart) cannot post.
+      let served = request
+      if (RequestBody.hasBody(request.headers)) {
+        if (!RequestBody.isJsonContentType(request.headers["content-type"]))
+          return yield* refuse(
+            errorResponse(
+              route,
+              415,
+              "UnsupportedMediaType",
+              "The body must be JSON (Content-Type: application/json)"
+            )
+          )
+        const source = NodeHttpServerRequest.toIncomingMessage(request)
+        if (typeof source?.on === "function") {
+          const read = yield* RequestBody.readBody(source, maxBodyBytes, drainBound)
+          if (read._tag === "TooLarge")
+            return yield* refuse(
+              read.drained ? tooLarge() : tooLarge().pipe(HttpServerResponse.setHeader("connection", "close"))
+            )
+          if (read._tag === "Aborted")
+            return yield* refuse(
+              errorResponse(route, 400, "InvalidRequest", "The body could not be read to its end")
+            )
+          const text = new TextDecoder().decode(read.bytes)
+          const depth = RequestBody.depthOver(text)
+          if (depth !== undefined)
+            return yield* refuse(
+              errorResponse(
+                route,
+                400,
+                "InvalidRequest",
+                `The body is nested deeper than ${RequestBody.MAX_JSON_DEPTH} levels of arrays and objects`
               )
-            : errorBody(
-                "Unauthorized",
-                key === undefined
-                  ? "An API key is required (Authorization: Bearer <key>)"
-                  : "The API key is not valid"
-              ).pipe(HttpServerResponse.setStatus(401))
-        } else tenant = keyTenant.value
+            )
+          served = withBody(request, read.bytes, text)
+          // The model and session a chat body names, for the access log (the handler decodes it).
+          if (matched.route.includes("chat")) {
+            const parsed = parsedOrUndefined(text)
+            requestModel = Metrics.requestModelOf(parsed)
+            stats.session ??= Metrics.sessionOf({}, {}, parsed)
+          }
+        }
       }
       // A tenant's requests in flight, up to its limit (with keys: one gateway, many tenants).
       const busy = inFlight.get(tenant) ?? 0
       if (access.enabled && busy >= access.maxConcurrent)
-        return errorBody(
-          "TooManyRequests",
-          `Tenant ${tenant} has ${busy} requests in flight (limit ${access.maxConcurrent})`
-        ).pipe(HttpServerResponse.setStatus(429), HttpServerResponse.setHeader("retry-after", "1"))
+        return yield* refuse(
+          errorResponse(
+            route,
+            429,
+            "TooManyRequests",
+            `Tenant ${tenant} has ${busy} requests in flight (limit ${access.maxConcurrent})`
+          ).pipe(HttpServerResponse.setHeader("retry-after", "1"))
+        )
       inFlight.set(tenant, busy + 1)
       return yield* app.pipe(
         HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(maxBodyBytes))),
+        Effect.provideService(HttpServerRequest.HttpServerRequest, served),
         Effect.locally(Tenancy.CurrentTenant, tenant),
+        Effect.locally(Tenancy.CallerIsAdmin, admin),
+        Effect.locally(Metrics.CurrentRequest, stats),
         Effect.annotateLogs({ requestId: id, tenant }),
         Effect.ensuring(Effect.sync(() => inFlight.set(tenant, (inFlight.get(tenant) ?? 1) - 1)))
       )
     })
 
 /** The services behind the handlers, rooted at the data directory. */
-export const services = Layer.unwrapEffect(
-  Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const summarizer = Option.isSome(config.upstreamApiKey)
-      ? Summarizer.layerOpenAIConfig
-      : Summarizer.layerDeterministic
-    return Layer.mergeAll(
-      TenantServices.layer,
-      ModelRegistry.layerConfig([]),
-      Tokenizer.layer(),
-      summarizer,
-      ModelClient.layer({
-        apiKey: config.upstreamApiKey,
-        baseUrl: config.upstreamBaseUrl,
-        timeoutMs: config.upstreamTimeoutMs
-      })
-    ).pipe(Layer.provide(NodeContext.layer))
-  })
-).pipe(Layer.orDie)
+/** The services behind the handlers, with the turn engine over the given compiler and compactor. */
+export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngine.HistoryCompactor>) =>
+  Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      const summarizer = Option.isSome(config.upstreamApiKey)
+        ? Summarizer.layerOpenAIConfig
+        : Summarizer.layerDeterministic
+      const base = Layer.mergeAll(
+        TenantServices.layer,
+        ModelRegistry.layerConfig([]),
+        Tokenizer.layer(),
+        // One compile cache for the process: its entries answer by content, so tenants share it.
+        CompileCache.layer,
+        summarizer,
+        ModelClient.layer({
+          apiKey: config.upstreamApiKey,
+          baseUrl: config.upstreamBaseUrl,
+          ...(config.upstreams === undefined ? {} : { upstreams: config.upstreams }),
+          localModel: {
+            ...(config.localModelPort === undefined ? {} : { port: config.localModelPort }),
+            ...(config.localModelScript === undefined ? {} : { script: config.localModelScript })
+          },
+          timeoutMs: config.upstreamTimeoutMs,
+          firstByteMs: config.upstreamFirstByteMs,
+          idleMs: config.upstreamIdleMs
+        })
+      ).pipe(Layer.provide(NodeContext.layer))
+      return Layer.provideMerge(TurnEngine.layer, Layer.merge(base, seams))
+    })
+  ).pipe(Layer.orDie)
 
-/** The HTTP app (routes, docs, OpenAPI) over the services; no server yet (tests add one). */
-export const app = Layer.unwrapEffect(
-  Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const access = yield* Tenancy.Tenancy
-    return HttpApiBuilder.serve(middleware(config.maxBodyBytes, access)).pipe(
-      Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
-      Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-      Layer.provide(ApiLive),
-      Layer.provide(services),
-      Layer.provide(Shutdown.layer),
-      HttpServer.withLogAddress
-    )
-  })
-).pipe(Layer.provide(Tenancy.layer))
+export const services = servicesWith(TurnEngine.seamsLive)
+
+/**
+ * The HTTP app (routes, docs, OpenAPI) over the services, with the turn engine's compiler and
+ * compactor given (the eval gate passes broken ones); no server yet (tests add one).
+ */
+export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngine.HistoryCompactor>) =>
+  Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      const access = yield* Tenancy.Tenancy
+      return HttpApiBuilder.serve(
+        middleware({ maxBodyBytes: config.maxBodyBytes, dataRoot: resolve(config.dataDir) }, access)
+      ).pipe(
+        Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+        Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+        Layer.provide(ApiLive),
+        // The model client measured: tokens by model and upstream errors, in /metrics and the access log.
+        Layer.provide(Metrics.instrumentServices(servicesWith(seams))),
+        Layer.provide(Shutdown.layer),
+        HttpServer.withLogAddress
+      )
+    })
+  ).pipe(Layer.provide(Tenancy.layer))
+
+/** The HTTP app with the live compiler and compactor. */
+export const app = appWith(TurnEngine.seamsLive)
 
 /** The gateway listening on HOST:PORT. */
 export const server = Layer.unwrapEffect(

@@ -10,7 +10,7 @@
  * without auth, on 127.0.0.1 only.
  */
 import { createHash, timingSafeEqual } from "node:crypto"
-import { join, resolve } from "node:path"
+import { join, relative, resolve } from "node:path"
 import { Context, Effect, FiberRef, Layer, Option, Redacted } from "effect"
 import { GatewayConfig } from "./GatewayConfig.ts"
 
@@ -18,6 +18,9 @@ export const DEFAULT_TENANT = "default"
 
 /** The tenant of the request being served (set by the gateway's middleware). */
 export const CurrentTenant = FiberRef.unsafeMake<string>(DEFAULT_TENANT)
+
+/** Whether the request being served carries the admin key (set by the gateway's middleware). */
+export const CallerIsAdmin = FiberRef.unsafeMake<boolean>(false)
 
 const hash = (key: string) => createHash("sha256").update(key).digest()
 
@@ -32,6 +35,8 @@ export interface Access {
   readonly maxConcurrent: number
   /** Where a tenant's data lives. */
   readonly rootOf: (tenant: string) => string
+  /** Where a tenant's data lives, relative to the data root (`tenants/acme`; `.` without keys). */
+  readonly relativeRootOf: (tenant: string) => string
 }
 
 export class Tenancy extends Context.Tag("@ctxo/gateway/Tenancy")<Tenancy, Access>() {}
@@ -54,7 +59,9 @@ export const make = (options: {
     isAdmin: (key) => Option.isSome(admin) && timingSafeEqual(admin.value, hash(key)),
     tenants: [...new Set(entries.map((e) => e.tenant))].sort(),
     maxConcurrent: options.maxConcurrent,
-    rootOf: (tenant) => (enabled ? join(options.dataDir, "tenants", tenant) : options.dataDir)
+    rootOf: (tenant) => (enabled ? join(options.dataDir, "tenants", tenant) : options.dataDir),
+    relativeRootOf: (tenant) =>
+      enabled ? relative(options.dataDir, join(options.dataDir, "tenants", tenant)) : "."
   }
 }
 

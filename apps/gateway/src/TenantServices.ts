@@ -1,44 +1,48 @@
 /**
  * The store, history and compiler workspace of the request's tenant: each service here forwards to
- * the one rooted at the tenant's data directory (made on first use, then kept), so handlers and
- * the agent use `Store`, `HistoryStore` and `Workspace` as if there were one tenant.
+ * the tenant's store (made on first use, then kept) and the history and workspace over it, so
+ * handlers and the agent use `Store`, `HistoryStore` and `Workspace` as if there were one tenant,
+ * and a tenant's files, history and turns share one lock per session and one cache.
  */
 import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Store from "@ctxo/store/Store"
-import type * as FileSystem from "@effect/platform/FileSystem"
-import type * as Path from "@effect/platform/Path"
 import { Context, Effect, FiberRef, Layer } from "effect"
 import { CurrentTenant, Tenancy } from "./Tenancy.ts"
 
-const perTenant = <S, R>(make: (root: string) => Effect.Effect<S, never, R>) =>
-  Effect.gen(function* () {
-    const tenancy = yield* Tenancy
-    const context = yield* Effect.context<R>()
-    const made = new Map<string, S>()
-    return Effect.flatMap(FiberRef.get(CurrentTenant), (tenant) => {
-      const known = made.get(tenant)
-      if (known !== undefined) return Effect.succeed(known)
-      return Effect.map(Effect.provide(make(tenancy.rootOf(tenant)), context), (service) => {
-        made.set(tenant, service)
-        return service
-      })
-    })
+/** One store per tenant root (made on first use, then kept): its lock and cache are the tenant's. */
+const perTenantStore = Effect.gen(function* () {
+  const tenancy = yield* Tenancy
+  const made = new Map<
+    string,
+    { store: Store.Service; history: HistoryStore.Service; workspace: Workspace.Service }
+  >()
+  return Effect.map(FiberRef.get(CurrentTenant), (tenant) => {
+    let services = made.get(tenant)
+    if (services === undefined) {
+      const store = Store.makeUnsafe(tenancy.rootOf(tenant))
+      services = { store, history: HistoryStore.fromStore(store), workspace: Workspace.fromStore(store) }
+      made.set(tenant, services)
+    }
+    return services
   })
+})
 
 export const layer: Layer.Layer<
   Store.Store | HistoryStore.HistoryStore | Workspace.Workspace,
   never,
-  Tenancy | FileSystem.FileSystem | Path.Path
+  Tenancy
 > = Layer.effectContext(
   Effect.gen(function* () {
     const tenancy = yield* Tenancy
-    const store = yield* perTenant(Store.make)
-    const history = yield* perTenant(HistoryStore.makeFile)
-    const workspace = yield* perTenant((root) => Effect.succeed(Workspace.make(root)))
+    const current = yield* perTenantStore
+    const store = Effect.map(current, (s) => s.store)
+    const history = Effect.map(current, (s) => s.history)
+    const workspace = Effect.map(current, (s) => s.workspace)
     const root = tenancy.rootOf("")
     const storeService: Store.Service = {
       root,
+      scope: Effect.map(store, (s) => s.root),
       listSessions: Effect.flatMap(store, (s) => s.listSessions),
       createSession: (input) => Effect.flatMap(store, (s) => s.createSession(input)),
       getSession: (id) => Effect.flatMap(store, (s) => s.getSession(id)),
@@ -48,7 +52,17 @@ export const layer: Layer.Layer<
       writeFile: (id, path, content, options) =>
         Effect.flatMap(store, (s) => s.writeFile(id, path, content, options)),
       deleteFile: (id, path, ifMatch) => Effect.flatMap(store, (s) => s.deleteFile(id, path, ifMatch)),
-      withSessionLock: (id, effect) => Effect.flatMap(store, (s) => s.withSessionLock(id, effect))
+      withSessionLock: (id, effect) => Effect.flatMap(store, (s) => s.withSessionLock(id, effect)),
+      hasSession: (id) => Effect.flatMap(store, (s) => s.hasSession(id)),
+      read: (scope, id, path) => Effect.flatMap(store, (s) => s.read(scope, id, path)),
+      readMany: (scope, id, paths) => Effect.flatMap(store, (s) => s.readMany(scope, id, paths)),
+      list: (scope, id) => Effect.flatMap(store, (s) => s.list(scope, id)),
+      readHistory: (id) => Effect.flatMap(store, (s) => s.readHistory(id)),
+      writeHistory: (id, text) => Effect.flatMap(store, (s) => s.writeHistory(id, text)),
+      writeToolResult: (id, callId, text) =>
+        Effect.flatMap(store, (s) => s.writeToolResult(id, callId, text)),
+      readToolResult: (id, callId) => Effect.flatMap(store, (s) => s.readToolResult(id, callId)),
+      cleanTemporaryFiles: Effect.flatMap(store, (s) => s.cleanTemporaryFiles)
     }
     const historyService: HistoryStore.Service = {
       load: (id) => Effect.flatMap(history, (h) => h.load(id)),

@@ -5,7 +5,7 @@
  * SIGINT and SIGTERM close the server: open chat streams end with a Shutdown event.
  */
 import { resolve } from "node:path"
-import { seedIfEmpty } from "@ctxo/store/Store"
+import { seedIfEmpty, makeUnsafe as storeOf } from "@ctxo/store/Store"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Option } from "effect"
 import * as GatewayConfig from "./GatewayConfig.ts"
@@ -28,6 +28,12 @@ const program = Effect.gen(function* () {
         `API keys for ${tenants} tenant${tenants === 1 ? "" : "s"}: every endpoint but /healthz and /readyz needs one; tenant data under ${dataDir}/tenants`
       )
     }
+    // Temporary files of writes a crash interrupted (the target kept its old content) go now.
+    const removed = yield* storeOf(dataDir).cleanTemporaryFiles.pipe(Effect.orElseSucceed(() => 0))
+    if (removed > 0)
+      yield* Effect.logInfo(
+        `Removed ${removed} temporary file${removed === 1 ? "" : "s"} left by interrupted writes`
+      )
     yield* Effect.logInfo(`Data directory ${dataDir}; default model ${config.model}`)
     const effective = open ? { ...config, host: "127.0.0.1" } : config
     return yield* Layer.launch(

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { cpSync, mkdtempSync, readdirSync, readFileSync, statSync } from "node:fs"
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { basename, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { startFakeUpstream } from "@ctxo/agent/FakeUpstream"
 import { HistoryDocument } from "@ctxo/history/Message"
@@ -20,9 +20,29 @@ const freePort = () =>
   })
 
 const children: Array<ChildProcess> = []
-afterAll(() => {
-  for (const c of children) c.kill("SIGKILL")
+const folders: Array<string> = []
+afterAll(async () => {
+  await Promise.all(
+    children.map((c) => {
+      if (c.exitCode !== null || c.signalCode !== null) return Promise.resolve()
+      const exited = new Promise((r) => c.once("exit", r))
+      c.kill("SIGKILL")
+      return exited
+    })
+  )
+  for (const folder of folders) rmSync(folder, { recursive: true, force: true })
 })
+
+/** A data root for one test, a copy of the example data, removed after the tests. */
+const dataRoot = (prefix: string) => {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  folders.push(dir)
+  cpSync(exampleData, dir, { recursive: true })
+  return dir
+}
+
+/** What an interrupted atomic write leaves: `*.ctxo-tmp`, or `.*.tmp` from before the store. */
+const isTemporary = (file: string) => /\.ctxo-tmp$/.test(basename(file)) || /^\..*\.tmp$/.test(basename(file))
 
 const startChild = async (dataDir: string, env: Record<string, string> = {}) => {
   const port = await freePort()
@@ -64,8 +84,7 @@ const walk = (dir: string): Array<string> =>
 
 describe("the gateway killed with SIGKILL during a stream of writes", () => {
   it("leaves every file valid and every acknowledged write in place", async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "ctxo-crash-"))
-    cpSync(exampleData, dataDir, { recursive: true })
+    const dataDir = dataRoot("ctxo-crash-")
     const { child, base, log } = await startChild(dataDir)
     const acknowledgedFiles = new Map<string, string>()
     const acknowledgedChats: Array<string> = []
@@ -115,7 +134,7 @@ describe("the gateway killed with SIGKILL during a stream of writes", () => {
     expect(acknowledgedChats.length).toBeGreaterThan(0)
     // Every file the gateway writes is whole: JSON parses, the history decodes.
     for (const file of walk(dataDir)) {
-      if (file.endsWith(".tmp")) continue
+      if (isTemporary(file)) continue
       const text = readFileSync(file, "utf8")
       if (file.endsWith("messages.json")) Schema.decodeUnknownSync(Schema.parseJson(HistoryDocument))(text)
       else if (file.endsWith(".json")) JSON.parse(text)
@@ -136,6 +155,21 @@ describe("the gateway killed with SIGKILL during a stream of writes", () => {
     expect(log()).toContain(
       "No API keys configured (CTXO_API_KEYS): serving one tenant without authentication, on 127.0.0.1 only"
     )
+
+    // Started again on the same data root (the same start path, main.ts): no temporary file of an
+    // interrupted write survives the restart, and it says how many it removed. Those are what the
+    // kill left and, so that the check never passes on nothing, one of each kind planted here.
+    writeFileSync(join(dataDir, "code-agent-auth", "load", ".w9-0.md.999999.0.ctxo-tmp"), "torn")
+    writeFileSync(join(dataDir, ".sessions.json.999999.1700000000000.0.tmp"), "[")
+    const left = walk(dataDir).filter(isTemporary).length
+    const again = await startChild(dataDir)
+    expect(walk(dataDir).filter(isTemporary)).toEqual([])
+    expect(again.log()).toContain(
+      `Removed ${left} temporary file${left === 1 ? "" : "s"} left by interrupted writes`
+    )
+    const stopped = new Promise((r) => again.child.once("exit", r))
+    again.child.kill("SIGTERM")
+    await stopped
   }, 180_000)
 })
 
@@ -143,8 +177,7 @@ describe("the gateway stopped with SIGTERM during an open chat stream", () => {
   it("closes the stream, exits, and leaves the turn resumable with its input once", async () => {
     const upstream = await startFakeUpstream()
     upstream.script({ type: "hang" })
-    const dataDir = mkdtempSync(join(tmpdir(), "ctxo-term-"))
-    cpSync(exampleData, dataDir, { recursive: true })
+    const dataDir = dataRoot("ctxo-term-")
     const { child, base } = await startChild(dataDir, { CTXO_UPSTREAM_BASE_URL: upstream.url })
     const response = await fetch(`${base}/api/session/notebook-physics/chat`, {
       method: "POST",

@@ -1,14 +1,16 @@
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Option, Redacted } from "effect"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, onTestFinished } from "vitest"
 import { parseKeyList, readKeys } from "../src/Keys.ts"
 import * as Tenancy from "../src/Tenancy.ts"
 
 describe("API keys", () => {
   it("reads key:tenant lists and key files, and refuses short keys and bad tenant names", async () => {
-    const file = join(mkdtempSync(join(tmpdir(), "ctxo-keys-")), "keys.json")
+    const dir = mkdtempSync(join(tmpdir(), "ctxo-keys-"))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    const file = join(dir, "keys.json")
     writeFileSync(file, JSON.stringify({ keys: [{ key: "file-key-0123456789", tenant: "initech" }] }))
     const keys = await Effect.runPromise(
       readKeys(

@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync } from "node:fs"
+import { cpSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -8,22 +8,43 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Layer, ManagedRuntime, Option, Stream } from "effect"
+import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Stream } from "effect"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
 import { app } from "../src/Server.ts"
 
 export const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
 
-/** A gateway on a copy of the example data, talking to a fake upstream the test scripts. */
+/**
+ * A gateway on a copy of the example data, talking to a fake upstream the test scripts. `close`
+ * removes the copy (so does a failed start).
+ */
 export const startGateway = async (overrides: Partial<GatewayConfig.Settings> = {}) => {
   const dataDir = mkdtempSync(join(tmpdir(), "ctxo-gateway-"))
+  const removeData = () => rmSync(dataDir, { recursive: true, force: true })
+  try {
+    return await started(dataDir, removeData, overrides)
+  } catch (e) {
+    removeData()
+    throw e
+  }
+}
+
+const started = async (
+  dataDir: string,
+  removeData: () => void,
+  overrides: Partial<GatewayConfig.Settings>
+) => {
   cpSync(exampleData, dataDir, { recursive: true })
   const upstream: FakeUpstream = await startFakeUpstream()
   const layer = app.pipe(
     Layer.provide(
       GatewayConfig.layerTest({ dataDir, upstreamBaseUrl: Option.some(upstream.url), ...overrides })
     ),
-    Layer.provideMerge(NodeHttpServer.layerTest)
+    Layer.provideMerge(NodeHttpServer.layerTest),
+    // Access logs of thousands of test requests drown the output: warnings only (CTXO_TEST_LOGS=1 for all).
+    Layer.provide(
+      Logger.minimumLogLevel(process.env.CTXO_TEST_LOGS === "1" ? LogLevel.All : LogLevel.Warning)
+    )
   )
   const runtime = ManagedRuntime.make(layer)
   const address = (await runtime.runPromise(HttpServer.HttpServer)).address
@@ -37,6 +58,7 @@ export const startGateway = async (overrides: Partial<GatewayConfig.Settings> = 
     close: async () => {
       await runtime.dispose()
       await upstream.close()
+      removeData()
     }
   }
 }

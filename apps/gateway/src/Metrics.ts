@@ -1,0 +1,381 @@
+/**
+ * What the gateway measures, per request (the access log line) and per process (`GET /metrics`,
+ * Prometheus' text exposition format 0.0.4).
+ *
+ * Metrics are Effect's (`Metric`, process-wide registry), rendered here:
+ *
+ * | metric | type | labels |
+ * |---|---|---|
+ * | `ctxo_http_requests_total` | counter | `method`, `route` (the contract's path, `unmatched` for none), `status` |
+ * | `ctxo_http_request_duration_seconds` | histogram | `method`, `route`; a stream's until it ended |
+ * | `ctxo_tokens_total` | counter | `model`, `direction` (`in`, `out`): what the upstream reported |
+ * | `ctxo_upstream_errors_total` | counter | `status` (the upstream's HTTP status, or `timeout`, `network`, ...) |
+ * | `ctxo_compactions_total` | counter | | (the turn engine's)
+ * | `ctxo_refusals_total` | counter | | (the turn engine's: inputs that cannot fit)
+ *
+ * A request's facts (model, session, tokens, upstream status) are gathered in its `RequestStats`
+ * (the fiber ref `CurrentRequest`, set by the middleware for the handler and for the response
+ * stream) by the model client (`instrumentServices` wraps it) and logged once, when the response
+ * is sent or, for a stream, when the stream ended.
+ */
+import { ModelClient, type Service as ModelClientService } from "@ctxo/agent/ModelClient"
+import { compactionsTotal, refusalsTotal } from "@ctxo/agent/TurnEngine"
+import { Api } from "@ctxo/api/Api"
+import * as HttpApi from "@effect/platform/HttpApi"
+import {
+  Context,
+  Effect,
+  FiberRef,
+  Layer,
+  Metric,
+  MetricBoundaries,
+  MetricState,
+  Option,
+  Stream
+} from "effect"
+import * as FindMyWay from "find-my-way-ts"
+
+// --- the metrics
+
+export const httpRequests = Metric.counter("ctxo_http_requests_total", {
+  description: "HTTP requests answered, by method, route and status.",
+  incremental: true
+})
+export const httpDuration = Metric.histogram(
+  "ctxo_http_request_duration_seconds",
+  MetricBoundaries.fromIterable([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120]),
+  "Time from the request to the end of its response (a stream's end, not its headers), by method and route."
+)
+export const tokens = Metric.counter("ctxo_tokens_total", {
+  description: "Tokens the upstream model reported, by model and direction (in: prompt, out: completion).",
+  incremental: true
+})
+export const upstreamErrors = Metric.counter("ctxo_upstream_errors_total", {
+  description: "Failed upstream model calls, by the upstream's HTTP status (or timeout, network, protocol).",
+  incremental: true
+})
+
+// --- a request's facts
+
+export interface RequestStats {
+  model: string | undefined
+  session: string | undefined
+  tokensIn: number
+  tokensOut: number
+  /** The error's tag (`/api`) or code/type (`/v1`), when the request failed, in its status or its stream. */
+  error: string | undefined
+  upstreamStatus: string | undefined
+  /** Whether the response was a stream (the duration then runs to its end). */
+  stream: boolean
+}
+
+export const newStats = (): RequestStats => ({
+  model: undefined,
+  session: undefined,
+  tokensIn: 0,
+  tokensOut: 0,
+  error: undefined,
+  upstreamStatus: undefined,
+  stream: false
+})
+
+/** The facts of the request being served (none outside a request). */
+export const CurrentRequest = FiberRef.unsafeMake<RequestStats | undefined>(undefined)
+
+const withStats = (f: (stats: RequestStats) => void) =>
+  Effect.map(FiberRef.get(CurrentRequest), (stats) => {
+    if (stats !== undefined) f(stats)
+  })
+
+const countTokens = (model: string, input: number, output: number) =>
+  Effect.zipRight(
+    withStats((s) => {
+      s.model ??= model
+      s.tokensIn += input
+      s.tokensOut += output
+    }),
+    Effect.all([
+      Metric.incrementBy(Metric.tagged(Metric.tagged(tokens, "model", model), "direction", "in"), input),
+      Metric.incrementBy(Metric.tagged(Metric.tagged(tokens, "model", model), "direction", "out"), output)
+    ])
+  )
+
+const upstreamFailed = (error: { readonly status?: number | undefined; readonly kind?: unknown }) => {
+  const status =
+    error.status !== undefined
+      ? String(error.status)
+      : typeof error.kind === "string"
+        ? error.kind
+        : "unknown"
+  return Effect.zipRight(
+    withStats((s) => {
+      s.upstreamStatus = status
+      s.error ??= "UpstreamError"
+    }),
+    Metric.increment(Metric.tagged(upstreamErrors, "status", status))
+  )
+}
+
+const usageOf = (value: unknown): { readonly input: number; readonly output: number } | undefined => {
+  const usage = (value as { readonly usage?: unknown } | null)?.usage as
+    | { readonly prompt_tokens?: unknown; readonly completion_tokens?: unknown }
+    | null
+    | undefined
+  if (typeof usage !== "object" || usage === null) return undefined
+  const input = typeof usage.prompt_tokens === "number" ? usage.prompt_tokens : 0
+  const output = typeof usage.completion_tokens === "number" ? usage.completion_tokens : 0
+  return { input, output }
+}
+
+const modelOf = (body: unknown, fallback = "unknown") => {
+  const model = (body as { readonly model?: unknown } | null)?.model
+  return typeof model === "string" && model !== "" ? model.slice(0, 120) : fallback
+}
+
+/** The model client with its calls measured: tokens by model, upstream errors by status. */
+export const instrumentClient = (client: ModelClientService): ModelClientService => ({
+  ...client,
+  complete: (request) =>
+    Stream.unwrap(
+      Effect.as(
+        withStats((s) => {
+          s.model ??= request.model
+        }),
+        client.complete(request).pipe(
+          Stream.tap((event) =>
+            event._tag === "Done" && event.usage !== undefined
+              ? countTokens(request.model, event.usage.inputTokens, event.usage.outputTokens)
+              : Effect.void
+          ),
+          Stream.tapError(upstreamFailed)
+        )
+      )
+    ),
+  passthrough: (body) =>
+    withStats((s) => {
+      s.model ??= modelOf(body)
+    }).pipe(
+      Effect.zipRight(client.passthrough(body)),
+      Effect.tap((answer) => {
+        const usage = usageOf(answer)
+        return usage === undefined ? Effect.void : countTokens(modelOf(body), usage.input, usage.output)
+      }),
+      Effect.tapError(upstreamFailed)
+    ),
+  passthroughStream: (body) =>
+    Stream.unwrap(
+      Effect.as(
+        withStats((s) => {
+          s.model ??= modelOf(body)
+        }),
+        client.passthroughStream(body).pipe(
+          Stream.tap((chunk) => {
+            const usage = usageOf(chunk)
+            return usage === undefined ? Effect.void : countTokens(modelOf(body), usage.input, usage.output)
+          }),
+          Stream.tapError(upstreamFailed)
+        )
+      )
+    )
+})
+
+/** A layer's output with its model client (if it has one) measured. */
+export const instrumentServices = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
+  Layer.map(layer, (context) =>
+    Option.match(Context.getOption(context as Context.Context<ModelClient>, ModelClient), {
+      onNone: () => context,
+      onSome: (client) =>
+        Context.add(
+          context as Context.Context<ModelClient>,
+          ModelClient,
+          instrumentClient(client)
+        ) as Context.Context<A>
+    })
+  )
+
+// --- routes as labels: the contract's path templates, never raw URLs
+
+const router = FindMyWay.make<string>()
+HttpApi.reflect(Api, {
+  onGroup: () => {},
+  onEndpoint: ({ endpoint }) => router.on(endpoint.method, endpoint.path, endpoint.path)
+})
+for (const path of ["/openapi.json", "/docs"] as const) router.on("GET", path, path)
+
+/** The route template a request reaches (`unmatched` for none) and its path parameters. */
+export const routeOf = (
+  method: string,
+  url: string
+): { readonly route: string; readonly params: Readonly<Record<string, string | undefined>> } => {
+  const found = router.find(method, url) ?? (method === "HEAD" ? router.find("GET", url) : undefined)
+  return found === undefined
+    ? { route: "unmatched", params: {} }
+    : { route: found.handler, params: found.params }
+}
+
+/** The session a request names: its path (`:id`), `x-ctxo-session`, or the body's `metadata.session_id`. */
+export const sessionOf = (
+  params: Readonly<Record<string, string | undefined>>,
+  headers: Readonly<Record<string, string | undefined>>,
+  body: unknown
+): string | undefined => {
+  const fromBody = (body as { readonly metadata?: { readonly session_id?: unknown } } | null)?.metadata
+    ?.session_id
+  const session =
+    params.id ?? headers["x-ctxo-session"] ?? (typeof fromBody === "string" ? fromBody : undefined)
+  return session?.slice(0, 200)
+}
+
+/** The body's `model`, if it is JSON and names one. */
+export const requestModelOf = (body: unknown): string | undefined => {
+  const model = modelOf(body, "")
+  return model === "" ? undefined : model
+}
+
+/** An error response's reason: `/api`'s `error.tag`, `/v1`'s `error.code` or `error.type`. */
+export const reasonOf = (body: unknown): string | undefined => {
+  const error = (body as { readonly error?: Record<string, unknown> } | null)?.error
+  if (typeof error !== "object" || error === null) return undefined
+  const reason = error.tag ?? error.code ?? error.type
+  return typeof reason === "string" ? reason.slice(0, 120) : undefined
+}
+
+/** An error reported inside a stream (an SSE frame: `/api`'s `error` event, `/v1`'s `{ "error": ... }`). */
+export const streamErrorOf = (frame: string): string | undefined => {
+  if (!frame.includes('"error"')) return undefined
+  const tagged = /"type":"error","tag":"([^"]{1,120})"/.exec(frame)
+  if (tagged !== null) return tagged[1]
+  const openAI = /data: (\{"error":.*\})\s*$/m.exec(frame)
+  if (openAI === null) return undefined
+  try {
+    return reasonOf(JSON.parse(openAI[1]!)) ?? "error"
+  } catch {
+    return "error"
+  }
+}
+
+// --- the request's end: the access log line and the request metrics
+
+export interface Finished {
+  readonly method: string
+  readonly url: string
+  readonly route: string
+  readonly status: number
+  readonly requestId: string
+  readonly tenant: string | undefined
+  readonly durationMs: number
+  readonly stats: RequestStats
+}
+
+/** One line per request, in the gateway's logger (`CTXO_LOG_FORMAT=json`: one JSON object). */
+export const requestFinished = (done: Finished) => {
+  const { stats } = done
+  const seconds = done.durationMs / 1000
+  const annotations: Record<string, unknown> = {
+    requestId: done.requestId,
+    method: done.method,
+    route: done.route,
+    status: done.status,
+    durationMs: done.durationMs,
+    ...(done.tenant === undefined ? {} : { tenant: done.tenant }),
+    ...(stats.session === undefined ? {} : { session: stats.session }),
+    ...(stats.model === undefined ? {} : { model: stats.model }),
+    ...(stats.tokensIn === 0 && stats.tokensOut === 0
+      ? {}
+      : { tokensIn: stats.tokensIn, tokensOut: stats.tokensOut }),
+    ...(stats.error === undefined ? {} : { error: stats.error }),
+    ...(stats.upstreamStatus === undefined ? {} : { upstreamStatus: stats.upstreamStatus }),
+    ...(stats.stream ? { stream: true } : {})
+  }
+  const requests = httpRequests.pipe(
+    Metric.tagged("method", done.method),
+    Metric.tagged("route", done.route),
+    Metric.tagged("status", String(done.status))
+  )
+  const duration = httpDuration.pipe(Metric.tagged("method", done.method), Metric.tagged("route", done.route))
+  return Effect.all([
+    Effect.logInfo(`${done.method} ${done.url} ${done.status}`).pipe(Effect.annotateLogs(annotations)),
+    Metric.increment(requests),
+    Metric.update(duration, seconds)
+  ]).pipe(Effect.asVoid)
+}
+
+// --- the Prometheus text format
+
+const escapeLabel = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")
+const escapeHelp = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n")
+const sanitizeName = (name: string) => name.replace(/[^a-zA-Z0-9_:]/g, "_")
+
+const labels = (pairs: ReadonlyArray<readonly [string, string]>) =>
+  pairs.length === 0 ? "" : `{${pairs.map(([k, v]) => `${sanitizeName(k)}="${escapeLabel(v)}"`).join(",")}}`
+
+const number = (n: number | bigint) =>
+  typeof n === "bigint"
+    ? n.toString()
+    : Number.isNaN(n)
+      ? "NaN"
+      : n === Number.POSITIVE_INFINITY
+        ? "+Inf"
+        : n === Number.NEGATIVE_INFINITY
+          ? "-Inf"
+          : String(n)
+
+/** The registry's `ctxo_*` metrics in the text exposition format 0.0.4. */
+export const renderPrometheus = (
+  pairs: ReadonlyArray<{
+    readonly metricKey: {
+      readonly name: string
+      readonly description: Option.Option<string>
+      readonly tags: ReadonlyArray<{ readonly key: string; readonly value: string }>
+    }
+    readonly metricState: unknown
+  }>
+): string => {
+  const families = new Map<string, { type: string; help: string; lines: Array<string> }>()
+  const sorted = [...pairs]
+    .filter((p) => p.metricKey.name.startsWith("ctxo_"))
+    .sort((a, b) => (a.metricKey.name < b.metricKey.name ? -1 : a.metricKey.name > b.metricKey.name ? 1 : 0))
+  for (const { metricKey, metricState } of sorted) {
+    const name = sanitizeName(metricKey.name)
+    const tags = [...metricKey.tags]
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+      .map((t) => [t.key, t.value] as const)
+    const type = MetricState.isCounterState(metricState)
+      ? "counter"
+      : MetricState.isGaugeState(metricState)
+        ? "gauge"
+        : MetricState.isHistogramState(metricState)
+          ? "histogram"
+          : undefined
+    if (type === undefined) continue
+    let family = families.get(name)
+    if (family === undefined) {
+      family = { type, help: Option.getOrElse(metricKey.description, () => name), lines: [] }
+      families.set(name, family)
+    }
+    if (MetricState.isCounterState(metricState))
+      family.lines.push(`${name}${labels(tags)} ${number(metricState.count)}`)
+    else if (MetricState.isGaugeState(metricState))
+      family.lines.push(`${name}${labels(tags)} ${number(metricState.value)}`)
+    else if (MetricState.isHistogramState(metricState)) {
+      for (const [boundary, count] of metricState.buckets)
+        family.lines.push(`${name}_bucket${labels([...tags, ["le", number(boundary)]])} ${number(count)}`)
+      family.lines.push(`${name}_sum${labels(tags)} ${number(metricState.sum)}`)
+      family.lines.push(`${name}_count${labels(tags)} ${number(metricState.count)}`)
+    }
+  }
+  const out: Array<string> = []
+  for (const [name, family] of families)
+    out.push(`# HELP ${name} ${escapeHelp(family.help)}`, `# TYPE ${name} ${family.type}`, ...family.lines)
+  return `${out.join("\n")}\n`
+}
+
+export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+/** A scrape: every `ctxo_*` metric now (the turn counters listed from zero). */
+export const scrape = Effect.gen(function* () {
+  // Listed before their first increment, so a dashboard sees 0 rather than no series.
+  yield* Metric.value(compactionsTotal)
+  yield* Metric.value(refusalsTotal)
+  return renderPrometheus(yield* Metric.snapshot)
+})
