@@ -9,6 +9,7 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { generateSession, withUsage } from "../src/Generate.ts"
 import type { RecordedSession, Step, Turn } from "../src/Session.ts"
 
 const out = fileURLToPath(new URL("../../../fixtures/sessions", import.meta.url))
@@ -107,21 +108,6 @@ const fail = (message: string, data?: unknown, code?: string) => ({
   error: { ...(code === undefined ? {} : { code }), message }
 })
 
-/** Usage a provider would report: the visible history grows and drops after each compaction. */
-const withUsage = (turns: Array<Turn>, window: number, keepTurns: number, ratio = 0.8): Array<Turn> => {
-  const sizes: Array<number> = []
-  let visible: Array<number> = []
-  return turns.map((t) => {
-    const size = Math.ceil(JSON.stringify(t).length / 4)
-    if (visible.reduce((a, b) => a + b, 0) + Math.ceil(t.user.length / 3) >= ratio * window)
-      visible = [...visible.slice(-keepTurns).map((s) => Math.min(s, 800)), 600]
-    visible.push(size)
-    sizes.push(size)
-    const input = 900 + visible.reduce((a, b) => a + b, 0)
-    return { ...t, usage: { inputTokens: input, outputTokens: 120 + (size % 200) } }
-  })
-}
-
 const base = (id: string, description: string, policy: RecordedSession["policy"], model = "gpt-4o") => ({
   format: "ctxo.session/v1" as const,
   id,
@@ -135,6 +121,226 @@ const tutorPrompt =
   "You are a patient tutor. Explain step by step, check understanding, and cite the notes you use."
 
 const sessions: Array<RecordedSession> = []
+/** Per session and profile: expected refusals (turn, step) and a minimum of compiles. */
+const expectations: Readonly<Record<string, RecordedSession["expect"]>> = {
+  "many-small-turns": {
+    "gpt-4o": { minCompiles: 200 },
+    "gpt-4": { minCompiles: 200 },
+    "claude-sonnet-4-5": { minCompiles: 200 },
+    "gpt-3.5-turbo": { minCompiles: 200 }
+  },
+  // On gpt-4 (8k) the running step's full Bash result alone is over the window: refused.
+  "bash-400-stderr": {
+    "gpt-4o": { minCompiles: 3 },
+    "gpt-4": { minCompiles: 2, refusals: [{ turn: 1, step: 1 }] },
+    "claude-sonnet-4-5": { minCompiles: 3 },
+    "gpt-3.5-turbo": { minCompiles: 3 }
+  },
+  "block-references": {
+    "gpt-4o": { minCompiles: 2 },
+    "gpt-4": { minCompiles: 2 },
+    "claude-sonnet-4-5": { minCompiles: 2 },
+    "gpt-3.5-turbo": { minCompiles: 2 }
+  },
+  "budget-over-keep-turns": {
+    "gpt-4o": { minCompiles: 28 },
+    "gpt-4": { minCompiles: 28 },
+    "claude-sonnet-4-5": { minCompiles: 28 },
+    "gpt-3.5-turbo": { minCompiles: 28 }
+  },
+  "chinese-code-agent": {
+    "gpt-4o": { minCompiles: 4 },
+    "gpt-4": { minCompiles: 4 },
+    "claude-sonnet-4-5": { minCompiles: 4 },
+    "gpt-3.5-turbo": { minCompiles: 4 }
+  },
+  "chinese-notebook": {
+    "gpt-4o": { minCompiles: 5 },
+    "gpt-4": { minCompiles: 5 },
+    "claude-sonnet-4-5": { minCompiles: 5 },
+    "gpt-3.5-turbo": { minCompiles: 5 }
+  },
+  "crash-and-retry": {
+    "gpt-4o": { minCompiles: 6 },
+    "gpt-4": { minCompiles: 6 },
+    "claude-sonnet-4-5": { minCompiles: 6 },
+    "gpt-3.5-turbo": { minCompiles: 6 }
+  },
+  "dismiss-and-pin": {
+    "gpt-4o": { minCompiles: 23 },
+    "gpt-4": { minCompiles: 23 },
+    "claude-sonnet-4-5": { minCompiles: 23 },
+    "gpt-3.5-turbo": { minCompiles: 23 }
+  },
+  "edit-large": {
+    "gpt-4o": { minCompiles: 4 },
+    "gpt-4": { minCompiles: 4 },
+    "claude-sonnet-4-5": { minCompiles: 4 },
+    "gpt-3.5-turbo": { minCompiles: 4 }
+  },
+  "explicit-references": {
+    "gpt-4o": { minCompiles: 2 },
+    "gpt-4": { minCompiles: 2 },
+    "claude-sonnet-4-5": { minCompiles: 2 },
+    "gpt-3.5-turbo": { minCompiles: 2 }
+  },
+  "fix-login-bug": {
+    "gpt-4o": { minCompiles: 8 },
+    "gpt-4": { minCompiles: 8 },
+    "claude-sonnet-4-5": { minCompiles: 8 },
+    "gpt-3.5-turbo": { minCompiles: 8 }
+  },
+  "grep-200-matches": {
+    "gpt-4o": { minCompiles: 3 },
+    "gpt-4": { minCompiles: 3 },
+    "claude-sonnet-4-5": { minCompiles: 3 },
+    "gpt-3.5-turbo": { minCompiles: 3 }
+  },
+  "layered-knowledge": {
+    "gpt-4o": { minCompiles: 3 },
+    "gpt-4": { minCompiles: 3 },
+    "claude-sonnet-4-5": { minCompiles: 3 },
+    "gpt-3.5-turbo": { minCompiles: 3 }
+  },
+  "line-references": {
+    "gpt-4o": { minCompiles: 2 },
+    "gpt-4": { minCompiles: 2 },
+    "claude-sonnet-4-5": { minCompiles: 2 },
+    "gpt-3.5-turbo": { minCompiles: 2 }
+  },
+  "long-16k-mixed": {
+    "gpt-4o": { minCompiles: 110 },
+    "gpt-4": {
+      minCompiles: 105,
+      refusals: [
+        { turn: 1, step: 3 },
+        { turn: 22, step: 2 },
+        { turn: 31, step: 2 },
+        { turn: 37, step: 3 }
+      ]
+    },
+    "claude-sonnet-4-5": { minCompiles: 110 },
+    "gpt-3.5-turbo": { minCompiles: 110 }
+  },
+  "long-16k-reads": {
+    "gpt-4o": { minCompiles: 81 },
+    "gpt-4": {
+      minCompiles: 78,
+      refusals: [
+        { turn: 20, step: 2 },
+        { turn: 21, step: 3 },
+        { turn: 28, step: 2 }
+      ]
+    },
+    "claude-sonnet-4-5": { minCompiles: 81 },
+    "gpt-3.5-turbo": { minCompiles: 81 }
+  },
+  "long-16k-zh": {
+    "gpt-4o": { minCompiles: 62 },
+    "gpt-4": { minCompiles: 60, refusals: [{ turn: 6, step: 2 }] },
+    "claude-sonnet-4-5": { minCompiles: 62 },
+    "gpt-3.5-turbo": { minCompiles: 62 }
+  },
+  "long-8k-mixed": {
+    "gpt-4o": { minCompiles: 89 },
+    "gpt-4": {
+      minCompiles: 85,
+      refusals: [
+        { turn: 8, step: 2 },
+        { turn: 22, step: 2 },
+        { turn: 25, step: 3 },
+        { turn: 27, step: 2 }
+      ]
+    },
+    "claude-sonnet-4-5": { minCompiles: 89 },
+    "gpt-3.5-turbo": { minCompiles: 89 }
+  },
+  "long-8k-notebook": {
+    "gpt-4o": { minCompiles: 50 },
+    "gpt-4": { minCompiles: 50 },
+    "claude-sonnet-4-5": { minCompiles: 50 },
+    "gpt-3.5-turbo": { minCompiles: 50 }
+  },
+  "long-8k-reads": {
+    "gpt-4o": { minCompiles: 52 },
+    "gpt-4": { minCompiles: 50, refusals: [{ turn: 5, step: 2 }] },
+    "claude-sonnet-4-5": { minCompiles: 52 },
+    "gpt-3.5-turbo": { minCompiles: 52 }
+  },
+  "long-migration-compacts": {
+    "gpt-4o": { minCompiles: 192 },
+    "gpt-4": { minCompiles: 192 },
+    "claude-sonnet-4-5": { minCompiles: 192 },
+    "gpt-3.5-turbo": { minCompiles: 192 }
+  },
+  "long-notebook-compacts": {
+    "gpt-4o": { minCompiles: 62 },
+    "gpt-4": { minCompiles: 62 },
+    "claude-sonnet-4-5": { minCompiles: 62 },
+    "gpt-3.5-turbo": { minCompiles: 62 }
+  },
+  "ls-and-glob": {
+    "gpt-4o": { minCompiles: 4 },
+    "gpt-4": { minCompiles: 4 },
+    "claude-sonnet-4-5": { minCompiles: 4 },
+    "gpt-3.5-turbo": { minCompiles: 4 }
+  },
+  "map-reduce-worker": {
+    "gpt-4o": { minCompiles: 3 },
+    "gpt-4": { minCompiles: 3 },
+    "claude-sonnet-4-5": { minCompiles: 3 },
+    "gpt-3.5-turbo": { minCompiles: 3 }
+  },
+  "mentions-many": {
+    "gpt-4o": { minCompiles: 3 },
+    "gpt-4": { minCompiles: 3 },
+    "claude-sonnet-4-5": { minCompiles: 3 },
+    "gpt-3.5-turbo": { minCompiles: 3 }
+  },
+  // The running step sees the 3,000-line Read whole (about 36k tokens): over the 8k and 16k windows.
+  "read-3000-lines": {
+    "gpt-4o": { minCompiles: 3 },
+    "gpt-4": { minCompiles: 2, refusals: [{ turn: 1, step: 1 }] },
+    "claude-sonnet-4-5": { minCompiles: 3 },
+    "gpt-3.5-turbo": { minCompiles: 2, refusals: [{ turn: 1, step: 1 }] }
+  },
+  "repeated-input": {
+    "gpt-4o": { minCompiles: 10 },
+    "gpt-4": { minCompiles: 10 },
+    "claude-sonnet-4-5": { minCompiles: 10 },
+    "gpt-3.5-turbo": { minCompiles: 10 }
+  },
+  "restore-checkpoint": {
+    "gpt-4o": { minCompiles: 7 },
+    "gpt-4": { minCompiles: 7 },
+    "claude-sonnet-4-5": { minCompiles: 7 },
+    "gpt-3.5-turbo": { minCompiles: 7 }
+  },
+  "sharing-disabled": {
+    "gpt-4o": { minCompiles: 2 },
+    "gpt-4": { minCompiles: 2 },
+    "claude-sonnet-4-5": { minCompiles: 2 },
+    "gpt-3.5-turbo": { minCompiles: 2 }
+  },
+  "todo-recap": {
+    "gpt-4o": { minCompiles: 8 },
+    "gpt-4": { minCompiles: 8 },
+    "claude-sonnet-4-5": { minCompiles: 8 },
+    "gpt-3.5-turbo": { minCompiles: 8 }
+  },
+  "tree-context": {
+    "gpt-4o": { minCompiles: 2 },
+    "gpt-4": { minCompiles: 2 },
+    "claude-sonnet-4-5": { minCompiles: 2 },
+    "gpt-3.5-turbo": { minCompiles: 2 }
+  },
+  "write-300-lines": {
+    "gpt-4o": { minCompiles: 4 },
+    "gpt-4": { minCompiles: 2, refusals: [{ turn: 1, step: 1 }] },
+    "claude-sonnet-4-5": { minCompiles: 4 },
+    "gpt-3.5-turbo": { minCompiles: 4 }
+  }
+}
 const add = (s: RecordedSession) => sessions.push(s)
 
 // 1. a bug fix with every small tool
@@ -1218,6 +1424,77 @@ add({
     10
   )
 })
+
+// --- long sessions for the small windows (issue 15): 20-50 turns, tool outputs of 2-6k tokens,
+// mixed Chinese and English, a pinned turn and dismissed results, compaction tuned to 8k and 16k.
+const longSessions: ReadonlyArray<{
+  readonly id: string
+  readonly seed: number
+  readonly turns: number
+  readonly window: number
+  readonly keepTurns: number
+  readonly policy: RecordedSession["policy"]
+}> = [
+  { id: "long-8k-reads", seed: 8_001, turns: 24, window: 8_192, keepTurns: 4, policy: "code-agent" },
+  { id: "long-8k-mixed", seed: 8_002, turns: 36, window: 8_192, keepTurns: 10, policy: "code-agent" },
+  { id: "long-8k-notebook", seed: 8_003, turns: 50, window: 8_192, keepTurns: 10, policy: "notebook" },
+  { id: "long-16k-reads", seed: 16_001, turns: 30, window: 16_385, keepTurns: 4, policy: "code-agent" },
+  { id: "long-16k-mixed", seed: 16_002, turns: 44, window: 16_385, keepTurns: 10, policy: "code-agent" },
+  { id: "long-16k-zh", seed: 16_003, turns: 20, window: 16_385, keepTurns: 2, policy: "code-agent" }
+]
+for (const l of longSessions) {
+  const { expect: _generated, ...session } = generateSession(l.seed, {
+    long: true,
+    curate: true,
+    turns: l.turns,
+    contextWindow: l.window,
+    keepTurns: l.keepTurns,
+    policy: l.policy,
+    id: l.id,
+    description: `${l.turns} ${l.policy} turns with tool outputs of 2-6k tokens (Read and Write of 60-170 long lines, Grep, failing Bash, LS), Chinese and English, a pinned turn and dismissed results; compaction on a ${l.window} window, keep ${l.keepTurns} (generator seed ${l.seed}).`
+  })
+  add(session)
+}
+
+// Many small turns: the 8k window cuts history within a few tokens of its limit, so a budget that
+// allows a little slack (the exact-count repair over the available tokens) shows.
+add({
+  ...base(
+    "many-small-turns",
+    "200 short turns (a question and a one-line answer, English and Chinese): history is cut to fit the small windows within a few tokens of their limit.",
+    "code-agent"
+  ),
+  settings: { keepTurns: 10 },
+  systemPrompt: agentPrompt,
+  files: { "CODE_LAW.md": codeLaw },
+  turns: withUsage(
+    Array.from({ length: 200 }, (_, i): Turn => {
+      const topic = ["refunds", "invoices", "ledger entries", "payouts", "disputes"][i % 5]!
+      return {
+        user:
+          i % 3 === 0
+            ? `第 ${i + 1} 个问题：${chinese[i % 5]} 这和 ${topic} 有关吗？`
+            : `Question ${i + 1}: where are ${topic} validated${i % 2 === 0 ? " before saving" : ""}?`,
+        steps: [
+          answer(
+            i % 3 === 0
+              ? `有关：${topic} 在 src/${topic.replace(/ /g, "-")}.ts 的第 ${10 + i} 行校验。`
+              : `In src/${topic.replace(/ /g, "-")}.ts, line ${10 + i}, by the ${topic} schema${i % 4 === 0 ? " and the tenant check" : ""}.`
+          )
+        ]
+      }
+    }),
+    200_000,
+    10
+  )
+})
+
+// --- what each profile is expected to do: the refusals the required minimum justifies (measured,
+// then checked by the eval's refusal-justified invariant) and at least as many compiles as now.
+for (const s of sessions) {
+  const expected = expectations[s.id]
+  if (expected !== undefined) (s as { expect?: RecordedSession["expect"] }).expect = expected
+}
 
 // --- write
 mkdirSync(out, { recursive: true })

@@ -3,6 +3,7 @@
  * checks catch each kind of regression (the gate must fail, naming the right invariant).
  * Never used outside tests and `CTXO_EVAL_BREAK` runs of the suites.
  */
+import type { CompileResult } from "@ctxo/compiler/Compile"
 import { compile } from "@ctxo/compiler/Compile"
 import { compact } from "@ctxo/history/Compaction"
 import { HistoryStore } from "@ctxo/history/HistoryStore"
@@ -16,17 +17,26 @@ import {
   HistoryCompactor
 } from "./Replay.ts"
 
-type Request = { messages?: Array<Record<string, unknown>>; system?: string; prompt?: string }
+type Edit = (messages: Array<Record<string, unknown>>) => Array<Record<string, unknown>>
 
-const editRequest = (f: (messages: Array<Record<string, unknown>>) => Array<Record<string, unknown>>) =>
-  Layer.succeed(ContextCompiler, {
+const editRequest = (f: Edit) => {
+  // A breaker may leave messages malformed on purpose: the edit is untyped by design.
+  const edit = <M>(messages: ReadonlyArray<M>) =>
+    f([...messages] as unknown as Array<Record<string, unknown>>) as unknown as ReadonlyArray<M>
+  return Layer.succeed(ContextCompiler, {
     compile: (options) =>
-      Effect.map(compile(options), (result) => {
-        const request = result.request as Request
-        if (request.messages === undefined) return result
-        return { ...result, request: { ...request, messages: f([...request.messages]) } }
+      Effect.map(compile(options), (result): CompileResult => {
+        switch (result.format) {
+          case "openai":
+            return { ...result, request: { ...result.request, messages: edit(result.request.messages) } }
+          case "anthropic":
+            return { ...result, request: { ...result.request, messages: edit(result.request.messages) } }
+          case "react":
+            return result
+        }
       })
   } satisfies CompilerService)
+}
 
 /** Each breaker and the invariant that must catch it. */
 export const breakers = {

@@ -11,7 +11,7 @@ import type { Where } from "./Invariants.ts"
 
 /** The message index range of each layer in the rendered request. */
 export const layerRanges = (result: CompileResult) => {
-  const messages = chatMessagesOf(result.request as never, result.format)
+  const messages = chatMessagesOf(result)
   if (result.format !== "openai")
     return result.composition.layers.map((l) => ({ name: l.id, from: 0, to: messages.length - 1 }))
   let at = 0

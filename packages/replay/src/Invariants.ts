@@ -9,12 +9,11 @@
  */
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import { type CompileResult, chatMessagesOf } from "@ctxo/compiler/Compile"
-import { EXTRA_CONTEXTS, policies } from "@ctxo/compiler/Composer"
 import type { PolicyName } from "@ctxo/compiler/Manifest"
-import type { Format } from "@ctxo/compiler/Render"
+import type { Format, RenderedRequest } from "@ctxo/compiler/Render"
 import type { HistoryDocument, Message } from "@ctxo/history/Message"
 import { textOf } from "@ctxo/history/Message"
-import { defaultLimits } from "@ctxo/history/ToolResultCompressor"
+import { get_encoding, type Tiktoken, type TiktokenEncoding } from "tiktoken"
 
 export const INVARIANTS = [
   "order",
@@ -25,7 +24,12 @@ export const INVARIANTS = [
   "budget",
   "determinism",
   "context-keys",
-  "compiles"
+  "compiles",
+  "summary-coverage",
+  "keep-what-fits",
+  "always-present",
+  "refusal-justified",
+  "reminders"
 ] as const
 export type Invariant = (typeof INVARIANTS)[number]
 
@@ -39,7 +43,206 @@ export const INVARIANT_NUMBER: Readonly<Record<Invariant, string>> = {
   budget: "6",
   determinism: "7",
   "context-keys": "seed 003",
-  compiles: "-"
+  compiles: "-",
+  "summary-coverage": "5",
+  "keep-what-fits": "5",
+  "always-present": "1",
+  "refusal-justified": "6",
+  reminders: "2"
+}
+
+// --- expectations, written here and not read from the code they check
+
+/** Where the context window, output cap and encoding of each profile come from (checked 2025). */
+export interface ProfileLimits {
+  /** The model's own encoding, for an exact recount; none: the provider publishes no tokenizer. */
+  readonly encoding?: TiktokenEncoding
+  readonly window: number
+  /** design.md: the output reserve is 10% of the window (rounded up) unless configured. */
+  readonly reserve: number
+  /** Fraction an estimated count must leave free (design: estimates keep a safety margin). */
+  readonly margin: number
+  readonly source: string
+}
+
+/**
+ * The replay profiles' limits, from the providers' model pages (not from the product's registry):
+ * an eval that read the registry would agree with a wrong registry.
+ */
+export const PROFILE_LIMITS: Readonly<Record<string, ProfileLimits>> = {
+  "gpt-4o": {
+    encoding: "o200k_base",
+    window: 128_000,
+    reserve: 12_800,
+    margin: 0,
+    source: "https://platform.openai.com/docs/models/gpt-4o (128,000 context)"
+  },
+  "gpt-4": {
+    encoding: "cl100k_base",
+    window: 8_192,
+    reserve: 820,
+    margin: 0,
+    source: "https://platform.openai.com/docs/models/gpt-4 (8,192 context)"
+  },
+  "gpt-3.5-turbo": {
+    encoding: "cl100k_base",
+    window: 16_385,
+    reserve: 1_639,
+    margin: 0,
+    source: "https://platform.openai.com/docs/models/gpt-3.5-turbo (16,385 context)"
+  },
+  "claude-sonnet-4-5": {
+    window: 200_000,
+    reserve: 20_000,
+    // No public tokenizer: counts are estimates, and an estimate keeps at least 2% free.
+    margin: 0.02,
+    source: "https://docs.anthropic.com/en/docs/about-claude/models/overview (200K context)"
+  }
+}
+
+/** Input tokens a request may use on a profile: (window - reserve) less the margin. */
+export const expectedAvailable = (limits: ProfileLimits): number =>
+  Math.floor((limits.window - limits.reserve) * (1 - limits.margin))
+
+/**
+ * design.md / seed 002 A3: what history keeps of each tool's result (LS and Glob: the first N
+ * entries with counts, N being 20 and 10 as the seed's examples give them).
+ */
+export const COMPRESSION_LIMITS: Readonly<Record<string, number>> = {
+  read: 500,
+  grep: 5,
+  bash: 20,
+  write: 50,
+  edit: 50,
+  multiedit: 50,
+  ls: 20,
+  glob: 10
+}
+
+/** Any `*__context` key that no policy names goes here, sorted by key. */
+const EXTRA = "*"
+
+/**
+ * The layer order of each policy, as design.md (seeds 000, 001, 002) writes it; the composer's own
+ * `policies` table is what this checks, so it is not read from there.
+ */
+export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>> = {
+  layered: [
+    "system_prompt",
+    "framework__context",
+    "experience__context",
+    "knowledge__context",
+    "todo__context",
+    EXTRA,
+    "compression__context",
+    "checkpoint_messages",
+    "query"
+  ],
+  "code-agent": [
+    "system_prompt",
+    "tools__context",
+    "framework__context",
+    "rules__context",
+    "knowledge__context",
+    EXTRA,
+    "compression__context",
+    "checkpoint_messages",
+    "query",
+    "todo__context"
+  ],
+  notebook: [
+    "system_prompt",
+    "session_prompt__context",
+    "framework__context",
+    "profile__context",
+    "knowledge__context",
+    "tree__context",
+    EXTRA,
+    "compression__context",
+    "checkpoint_messages",
+    "query"
+  ]
+}
+
+const encoders = new Map<TiktokenEncoding, Tiktoken>()
+const encoderOf = (encoding: TiktokenEncoding): Tiktoken => {
+  let e = encoders.get(encoding)
+  if (e === undefined) {
+    e = get_encoding(encoding)
+    encoders.set(encoding, e)
+  }
+  return e
+}
+
+/** A message as the OpenAI chat API takes it (what the recount reads). */
+export interface OpenAIMessageLike {
+  readonly role: string
+  readonly content?: string | null | ReadonlyArray<unknown>
+  readonly name?: string
+  readonly tool_calls?: ReadonlyArray<{
+    readonly function: { readonly name: string; readonly arguments: string }
+  }>
+}
+
+/**
+ * An OpenAI request's input tokens, counted again with tiktoken (WASM) in the model's own encoding.
+ * Framing per OpenAI's cookbook "How to count tokens with tiktoken"
+ * (https://cookbook.openai.com/examples/how_to_count_tokens_with_tiktoken): 3 tokens per request
+ * (the reply is primed with `<|start|>assistant<|message|>`) and 4 per message (3 of framing plus
+ * its role, one token for system, user, assistant and tool in both encodings), 1 more for a `name`.
+ * Tool calls: their function name and arguments as text (the arguments are what the model reads;
+ * the cookbook gives no framing for them, so none is added: this count is a lower bound there).
+ */
+export const recountOpenAI = (
+  encoding: TiktokenEncoding,
+  messages: ReadonlyArray<OpenAIMessageLike>
+): number => {
+  const enc = encoderOf(encoding)
+  const count = (text: string) => (text === "" ? 0 : enc.encode_ordinary(text).length)
+  let total = 3
+  for (const m of messages) {
+    total += 4
+    if (typeof m.content === "string") total += count(m.content)
+    else if (Array.isArray(m.content))
+      for (const part of m.content)
+        if (isObject(part) && typeof part.text === "string") total += count(part.text)
+    if (m.name !== undefined) total += 1 + count(m.name)
+    for (const call of m.tool_calls ?? []) total += count(call.function.name) + count(call.function.arguments)
+  }
+  return total
+}
+
+/** design.md: `@file` mentions, not preceded by a letter or digit, in order, deduplicated. */
+export const expectedMentions = (input: string): Array<string> => {
+  const out: Array<string> = []
+  for (const m of input.matchAll(/(?<![A-Za-z0-9])@([a-zA-Z0-9/._-]+(?:\.[a-zA-Z0-9]+)?)/g)) {
+    const path = m[1]!.replace(/[./]+$/, "")
+    if (path !== "" && !out.includes(path)) out.push(path)
+  }
+  return out
+}
+const MAX_NAMED_MENTIONS = 5
+
+/** CODE_LAW.md (any case) at the session's root: its text, when the policy shows rules. */
+export const expectedRules = (
+  policy: PolicyName,
+  files: Readonly<Record<string, string>>,
+  manifest: Readonly<Record<string, unknown>> | undefined
+): string | undefined => {
+  if (policy !== "code-agent") return undefined
+  const process = isObject(manifest?.process) ? manifest.process : undefined
+  if (process?.enableShareContext === false) return undefined
+  const file = Object.keys(files).find((f) => !f.includes("/") && f.toLowerCase() === "code_law.md")
+  const text = file === undefined ? "" : files[file]!.trim()
+  return text === "" ? undefined : text
+}
+
+/** What a fixture declares for one profile: its expected refusals and a minimum of compiles. */
+export interface ProfileExpectation {
+  readonly minCompiles?: number | undefined
+  /** Any refusal the required minimum justifies is expected (generated sessions). */
+  readonly justifiedRefusals?: boolean | undefined
+  readonly refusals?: ReadonlyArray<{ readonly turn: number; readonly step?: number | undefined }> | undefined
 }
 
 export interface Where {
@@ -67,9 +270,21 @@ export interface ToolResultMeasure {
   /** Bash: stdout is a one-line summary. */
   readonly stdoutSummary?: boolean
   readonly error?: string
+  readonly errorCode?: string
+  /** A result of the running turn: the model sees it whole (full observations), not compressed. */
+  readonly running: boolean
   /** The error the tool returned (from the recording). */
   readonly recordedError?: string
+  readonly recordedErrorCode?: string
   readonly excerpt: string
+}
+
+/** A stored summary and whether this request shows it. */
+export interface SummaryMeasure {
+  readonly id: string
+  readonly fromTurn: number
+  readonly toTurn: number
+  readonly shown: boolean
 }
 
 export interface PointEvidence extends Where {
@@ -87,6 +302,11 @@ export interface PointEvidence extends Where {
   readonly renderedInputs: number
   /** Other turns in the composed history whose input is the same text. */
   readonly sameInputElsewhere: number
+  /** Inputs history holds (archived too), and how many the recording has started by now. */
+  readonly inputsInHistory?: number
+  readonly inputsExpected?: number
+  /** The layers of the same compile with a query (the prefix probe): its order is checked too. */
+  readonly probeLayers?: ReadonlyArray<string>
   readonly sequence: ReadonlyArray<SequenceItem>
   readonly toolResults: ReadonlyArray<ToolResultMeasure>
   /** The rendered request counted again with the model's tokenizer. */
@@ -99,6 +319,52 @@ export interface PointEvidence extends Where {
   /** A second compile of the same input gave the same bytes. */
   readonly identical: boolean
   readonly contextKeys: ReadonlyArray<string>
+  /** tiktoken's count in the profile's own encoding (OpenAI profiles). */
+  readonly recount?: number
+  /** The product's own count of its final request (its report). */
+  readonly total?: number
+  /** Tool calls in the request, and messages that carry them (framing the cookbook does not cover). */
+  readonly toolCalls?: number
+  readonly callMessages?: number
+  /** The system_prompt layer is the session's system prompt as written (nothing added per run or day). */
+  readonly systemPromptExact?: boolean
+  readonly countMethod: string
+  readonly margin: number
+  /** Recompiled with a shifted clock and a fresh compile cache: the same bytes. */
+  readonly identicalAcrossClocks: boolean
+  /** The static prefix hash of the same compile with another query; equal when it is stable. */
+  readonly prefixStable?: boolean
+  /** The running turn (history's number). */
+  readonly runningTurn?: number
+  /** False for a map-reduce worker, planner or reducer: no earlier turns by design. */
+  readonly historyExpected: boolean
+  /** Every earlier finished turn history holds (archived or not). */
+  readonly earlierTurns: ReadonlyArray<number>
+  /** Earlier finished turns not archived by compaction. */
+  readonly liveTurns: ReadonlyArray<number>
+  /** Earlier turns with messages in this request. */
+  readonly presentTurns: ReadonlyArray<number>
+  /** Present turns with some of their live messages missing (neither whole nor reduced). */
+  readonly partialTurns: ReadonlyArray<number>
+  /** Present turns whose tool results were replaced (reduced). */
+  readonly reducedTurns: ReadonlyArray<number>
+  readonly pinnedTurns: ReadonlyArray<number>
+  readonly keepTurns: number
+  readonly summaries: ReadonlyArray<SummaryMeasure>
+  /** The request says older summaries are kept on file. */
+  readonly olderSummariesNote: boolean
+  /** Turns a note in the request names as left out. */
+  readonly notedTurns: ReadonlyArray<number>
+  /** The newest live earlier turn left out: a lower bound of its size reduced, and what was free. */
+  readonly nextOlder?: { readonly turn: number; readonly minTokens: number; readonly free: number }
+  readonly rulesExpected: boolean
+  readonly rulesPresent: boolean
+  /** The `@file` reminder after the input: the names it lists, "and N more", and what design.md expects. */
+  readonly reminder?: {
+    readonly expected: ReadonlyArray<string>
+    readonly named: ReadonlyArray<string>
+    readonly more: number
+  }
 }
 
 export interface CompactionEvidence extends Where {
@@ -116,6 +382,10 @@ export interface CompactionEvidence extends Where {
   readonly summariesAfter: ReadonlyArray<{ readonly id: string; readonly text: string }>
   /** What was handed to the summarizer contained a summary (kind or text). */
   readonly summarizedSummary: boolean
+  /** Pinned turns this compaction archived (never allowed). */
+  readonly pinnedArchived: ReadonlyArray<number>
+  /** Turns newly archived by this compaction. */
+  readonly newlyArchived: ReadonlyArray<number>
 }
 
 export interface FailureEvidence extends Where {
@@ -123,6 +393,12 @@ export interface FailureEvidence extends Where {
   readonly message: string
   /** A BudgetExceeded whose required layers alone do not fit: a clear refusal, not a bug. */
   readonly refusal: boolean
+  /**
+   * The required minimum counted independently (system, rules, the input, the running turn with
+   * its older observations compressed and the newest whole), and the tokens available.
+   */
+  readonly minimum?: number
+  readonly available?: number
 }
 
 export interface ReplayEvidence {
@@ -131,6 +407,8 @@ export interface ReplayEvidence {
   readonly points: ReadonlyArray<PointEvidence>
   readonly compactions: ReadonlyArray<CompactionEvidence>
   readonly failures: ReadonlyArray<FailureEvidence>
+  /** What the fixture declares for this profile (expected refusals, minimum compiles). */
+  readonly expected?: ProfileExpectation
 }
 
 export interface Violation extends Where {
@@ -193,54 +471,38 @@ interface RenderedMessage {
 }
 
 /** The rendered request as a list of messages with their text, tool calls and tool results. */
-const renderedMessages = (request: unknown, format: Format): Array<RenderedMessage> => {
-  if (format === "openai") {
-    const messages = (request as { messages: ReadonlyArray<Record<string, unknown>> }).messages
-    return messages.map((m) =>
-      m.role === "tool"
-        ? {
-            role: "tool",
-            text: "",
-            calls: [],
-            results: [{ id: String(m.tool_call_id), content: String(m.content) }]
-          }
-        : {
-            role: String(m.role),
-            text: typeof m.content === "string" ? m.content : "",
-            calls: Array.isArray(m.tool_calls)
-              ? (m.tool_calls as Array<{ id: string; function: { name: string } }>).map((c) => ({
-                  id: c.id,
-                  name: c.function.name
-                }))
-              : [],
-            results: []
-          }
-    )
+const renderedMessages = (rendered: RenderedRequest): Array<RenderedMessage> => {
+  if (rendered.format === "openai") {
+    return rendered.request.messages.map((m): RenderedMessage => {
+      if (m.role === "tool")
+        return { role: "tool", text: "", calls: [], results: [{ id: m.tool_call_id, content: m.content }] }
+      return {
+        role: m.role,
+        text: m.content ?? "",
+        calls:
+          m.role === "assistant"
+            ? (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name }))
+            : [],
+        results: []
+      }
+    })
   }
-  if (format === "anthropic") {
-    const r = request as {
-      system: string
-      messages: ReadonlyArray<{ role: string; content: ReadonlyArray<Record<string, unknown>> }>
-    }
+  if (rendered.format === "anthropic") {
+    const r = rendered.request
     return [
       ...(r.system === "" ? [] : [{ role: "system", text: r.system, calls: [], results: [] }]),
       ...r.messages.map((m) => ({
         role: m.role,
-        text: m.content
-          .filter((b) => b.type === "text")
-          .map((b) => String(b.text))
-          .join("\n"),
-        calls: m.content
-          .filter((b) => b.type === "tool_use")
-          .map((b) => ({ id: String(b.id), name: String(b.name) })),
-        results: m.content
-          .filter((b) => b.type === "tool_result")
-          .map((b) => ({ id: String(b.tool_use_id), content: String(b.content) }))
+        text: m.content.flatMap((b) => (b.type === "text" ? [b.text] : [])).join("\n"),
+        calls: m.content.flatMap((b) => (b.type === "tool_use" ? [{ id: b.id, name: b.name }] : [])),
+        results: m.content.flatMap((b) =>
+          b.type === "tool_result" ? [{ id: b.tool_use_id, content: b.content }] : []
+        )
       }))
     ]
   }
   // ReAct: one prompt of `[role] text` blocks; tool results are `[tool] {json}` blocks.
-  const prompt = (request as { prompt: string }).prompt
+  const prompt = rendered.request.prompt
   return prompt.split(/\n\n(?=\[(?:system|user|assistant|tool)\] )/).map((block) => {
     const role = /^\[(\w+)\] /.exec(block)?.[1] ?? "user"
     const text = block.slice(role.length + 3)
@@ -250,15 +512,28 @@ const renderedMessages = (request: unknown, format: Format): Array<RenderedMessa
 
 export interface ObserveInput extends Where {
   readonly result: CompileResult
-  /** The same compile run again (determinism). */
-  readonly again: CompileResult
+  /** The same compile run again (determinism): its request, null when it failed. */
+  readonly again: { readonly request: CompileResult["request"] | null }
   readonly counter: Counter
   readonly window: number
   readonly systemPrompt: string
   readonly input: string
   /** The turn's number in history (a restore renumbers what follows it); none before it starts. */
   readonly historyTurn?: number
-  readonly recordedErrors: ReadonlyMap<string, string>
+  readonly recordedErrors: ReadonlyMap<string, { readonly code?: string; readonly message: string }>
+  /** The same compile with a shifted clock and a fresh compile cache (null: it failed). */
+  readonly otherClock: { readonly request: CompileResult["request"] | null }
+  /** The same compile with another query (undefined: not probed or failed). */
+  readonly otherQuery?: Pick<CompileResult, "prefix" | "composition">
+  /** The history the compile was given. */
+  readonly doc?: HistoryDocument
+  /** Inputs history should hold now: those before this turn, and this turn's once. */
+  readonly inputsExpected?: number
+  readonly keepTurns: number
+  /** False for a map-reduce worker, planner or reducer (design.md: no earlier turns). */
+  readonly historyExpected?: boolean
+  /** CODE_LAW.md's text when the policy must show it. */
+  readonly rules?: string
 }
 
 /** Measures one compiled request for every invariant. */
@@ -287,11 +562,16 @@ export const observe = (o: ObserveInput): PointEvidence => {
     l._tag === "history" ? l.messages : []
   )
   const inputs = historyMessages.filter((m) => m.role === "user" && m.meta.kind === "input")
-  const messages = renderedMessages(result.request, format)
+  const messages = renderedMessages(result)
   const callNames = new Map<string, string>()
+  const callTurns = new Map<string, number>()
   for (const m of messages) for (const c of m.calls) callNames.set(c.id, c.name)
   for (const m of historyMessages)
-    for (const p of m.parts) if (p._tag === "tool-call") callNames.set(p.callId, p.name)
+    for (const p of m.parts)
+      if (p._tag === "tool-call") {
+        callNames.set(p.callId, p.name)
+        callTurns.set(p.callId, m.meta.turn)
+      }
 
   const sequence: Array<SequenceItem> = []
   const toolResults: Array<ToolResultMeasure> = []
@@ -299,6 +579,8 @@ export const observe = (o: ObserveInput): PointEvidence => {
     for (const r of m.results) {
       sequence.push({ kind: "result", id: r.id, excerpt: clip(r.content) })
       let parsed: unknown
+      const placeholder =
+        /^\{"status":"(?:success|error)","data":"\[[^\]]*(?:dismissed|excluded|on file)/.test(r.content)
       try {
         parsed = JSON.parse(r.content)
       } catch {
@@ -307,15 +589,24 @@ export const observe = (o: ObserveInput): PointEvidence => {
       const tool = callNames.get(r.id) ?? "?"
       const data = isObject(parsed) ? parsed.data : undefined
       const error = isObject(parsed) && isObject(parsed.error) ? String(parsed.error.message) : undefined
-      const recordedError = o.recordedErrors.get(r.id)
+      const errorCode =
+        isObject(parsed) && isObject(parsed.error) && typeof parsed.error.code === "string"
+          ? parsed.error.code
+          : undefined
+      const recorded = o.recordedErrors.get(r.id)
+      const recordedError = recorded?.message
       toolResults.push({
         callId: r.id,
         tool,
+        running: o.historyTurn !== undefined && callTurns.get(r.id) === o.historyTurn,
         fields: isObject(parsed) ? Object.keys(parsed) : [],
         dataFields: isObject(data) ? Object.keys(data) : [],
         ...sizeOf(tool, data),
         ...(error === undefined ? {} : { error }),
-        ...(recordedError === undefined ? {} : { recordedError }),
+        ...(errorCode === undefined ? {} : { errorCode }),
+        // A placeholder (dismissed, excluded or reduced) stands for the result: not compared.
+        ...(recordedError === undefined || placeholder ? {} : { recordedError }),
+        ...(recorded?.code === undefined || placeholder ? {} : { recordedErrorCode: recorded.code }),
         excerpt: clip(r.content)
       })
     }
@@ -326,15 +617,17 @@ export const observe = (o: ObserveInput): PointEvidence => {
     else if (m.results.length > 0 && m.text.trim() !== "")
       sequence.push({ kind: "message", role: m.role, excerpt: clip(m.text) })
   }
+  const limits = PROFILE_LIMITS[o.model]
+  const recount =
+    limits?.encoding !== undefined && result.format === "openai"
+      ? recountOpenAI(limits.encoding, result.request.messages as ReadonlyArray<OpenAIMessageLike>)
+      : undefined
+  const turns = turnsEvidence(o, historyMessages, serialized, layers)
   const userTexts =
-    format === "anthropic"
-      ? (
-          result.request as {
-            messages: ReadonlyArray<{ role: string; content: ReadonlyArray<Record<string, unknown>> }>
-          }
-        ).messages
+    result.format === "anthropic"
+      ? result.request.messages
           .filter((m) => m.role === "user")
-          .flatMap((m) => m.content.filter((b) => b.type === "text").map((b) => String(b.text)))
+          .flatMap((m) => m.content.flatMap((b) => (b.type === "text" ? [b.text] : [])))
       : messages.filter((m) => m.role === "user").map((m) => m.text)
   const input = o.input
   return {
@@ -354,7 +647,7 @@ export const observe = (o: ObserveInput): PointEvidence => {
     sameInputElsewhere: inputs.filter((m) => m.meta.turn !== o.historyTurn && textOf(m) === input).length,
     sequence,
     toolResults,
-    tokens: o.counter.countMessages(chatMessagesOf(result.request as never, format)),
+    tokens: o.counter.countMessages(chatMessagesOf(result)),
     available: result.report.available,
     window: o.window,
     outputReserve: result.report.outputReserve,
@@ -362,7 +655,225 @@ export const observe = (o: ObserveInput): PointEvidence => {
       o.systemPrompt.trim() === "" || serialized.includes(JSON.stringify(o.systemPrompt.trim()).slice(1, -1)),
     inputWhole: input === "" || serialized.includes(JSON.stringify(input).slice(1, -1)),
     identical: serialized === JSON.stringify(o.again.request),
-    contextKeys: layers.filter((l) => l._tag === "system" && l.id !== "system_prompt").map((l) => l.id)
+    contextKeys: layers.filter((l) => l._tag === "system" && l.id !== "system_prompt").map((l) => l.id),
+    ...(recount === undefined ? {} : { recount }),
+    ...(result.report.total === undefined ? {} : { total: result.report.total }),
+    ...callCounts(result),
+    ...systemPromptExact(layers, o.systemPrompt),
+    countMethod: result.report.tokenizer.method,
+    margin: result.report.tokenizer.margin,
+    identicalAcrossClocks: serialized === JSON.stringify(o.otherClock.request),
+    ...prefixEvidence(result, o.otherQuery),
+    ...(o.otherQuery === undefined ? {} : { probeLayers: o.otherQuery.composition.layers.map((l) => l.id) }),
+    ...(o.doc === undefined || o.inputsExpected === undefined
+      ? {}
+      : {
+          inputsInHistory: o.doc.messages.filter((m) => m.role === "user" && m.meta.kind === "input").length,
+          inputsExpected: o.inputsExpected
+        }),
+    ...turns,
+    historyExpected: o.historyExpected !== false,
+    rulesExpected: o.rules !== undefined,
+    rulesPresent:
+      o.rules !== undefined &&
+      layers.some((l) => l.id === "rules__context") &&
+      serialized.includes(JSON.stringify(firstLine(o.rules)).slice(1, -1)),
+    ...reminderEvidence(input, userTexts)
+  }
+}
+
+/**
+ * The static prefix with another query: the same hash, unless only the summaries shown differ (a
+ * longer request leaves less room for them). Any other layer in front of history must not change.
+ */
+const prefixEvidence = (
+  result: CompileResult,
+  other: ObserveInput["otherQuery"]
+): Pick<PointEvidence, "prefixStable"> => {
+  if (other === undefined) return {}
+  if (other.prefix.hash === result.prefix.hash) return { prefixStable: true }
+  const statics = (c: CompileResult["composition"], summaries: boolean) => {
+    const out: Array<string> = []
+    for (const l of c.layers) {
+      if (l._tag !== "system") break
+      if ((l.id === "compression__context") === summaries) out.push(`${l.id}\u0000${l.text}`)
+    }
+    return out.join("\u0001")
+  }
+  const sameStatics = statics(result.composition, false) === statics(other.composition, false)
+  const sameSummaries = statics(result.composition, true) === statics(other.composition, true)
+  return sameStatics && !sameSummaries ? {} : { prefixStable: false }
+}
+
+const callCounts = (result: CompileResult): Pick<PointEvidence, "toolCalls" | "callMessages"> => {
+  if (result.format !== "openai") return {}
+  const withCalls = result.request.messages.filter(
+    (m) => m.role === "assistant" && (m.tool_calls ?? []).length > 0
+  )
+  return {
+    toolCalls: withCalls.reduce((n, m) => n + (m.role === "assistant" ? (m.tool_calls ?? []).length : 0), 0),
+    callMessages: withCalls.length
+  }
+}
+
+const systemPromptExact = (
+  layers: CompileResult["composition"]["layers"],
+  systemPrompt: string
+): Pick<PointEvidence, "systemPromptExact"> => {
+  const layer = layers.find((l) => l.id === "system_prompt")
+  return layer === undefined || layer._tag !== "system" || systemPrompt.trim() === ""
+    ? {}
+    : { systemPromptExact: layer.text.trim() === systemPrompt.trim() }
+}
+
+const firstLine = (text: string) => text.split("\n").find((l) => l.trim() !== "") ?? text
+
+/** The `@file` reminder that follows the input in the rendered request. */
+const reminderEvidence = (
+  input: string,
+  userTexts: ReadonlyArray<string>
+): Pick<PointEvidence, "reminder"> => {
+  const expected = expectedMentions(input)
+  if (expected.length === 0 || input === "") return {}
+  const text = userTexts.find((t) => t.startsWith(input))
+  const block =
+    text === undefined
+      ? undefined
+      : /<system-reminder>([\s\S]*?)<\/system-reminder>/.exec(text.slice(input.length))
+  const body = block?.[1] ?? ""
+  const named = [...body.matchAll(/(?<![A-Za-z0-9])@([a-zA-Z0-9/._-]*[a-zA-Z0-9_-])/g)].map((m) => m[1]!)
+  const more = Number(/and (\d+) more/.exec(body)?.[1] ?? 0)
+  return { reminder: { expected, named, more } }
+}
+
+/** Which earlier turns the request shows, whole or reduced, and how the absent ones are covered. */
+const turnsEvidence = (
+  o: ObserveInput,
+  historyMessages: ReadonlyArray<Message>,
+  serialized: string,
+  layers: CompileResult["composition"]["layers"]
+) => {
+  const doc = o.doc
+  const running = o.historyTurn
+  const none = {
+    earlierTurns: [],
+    liveTurns: [],
+    presentTurns: [],
+    partialTurns: [],
+    reducedTurns: [],
+    pinnedTurns: [],
+    keepTurns: o.keepTurns,
+    summaries: [],
+    olderSummariesNote: false,
+    notedTurns: []
+  }
+  if (doc === undefined) return none
+  const limit = running ?? Number.POSITIVE_INFINITY
+  const finished = new Set(doc.messages.filter((m) => m.meta.finished === true).map((m) => m.meta.turn))
+  const earlier = new Set<number>()
+  const live = new Set<number>()
+  const pinned = new Set<number>()
+  const docById = new Map<string, Message>()
+  for (const m of doc.messages) {
+    if (m.meta.turn >= limit || !finished.has(m.meta.turn)) continue
+    earlier.add(m.meta.turn)
+    if (m.meta.archivedBy === undefined) {
+      live.add(m.meta.turn)
+      docById.set(m.id, m)
+    }
+    if (m.meta.pinned === true && m.meta.archivedBy === undefined) pinned.add(m.meta.turn)
+  }
+  const shownById = new Map<string, Message>()
+  const present = new Set<number>()
+  for (const m of historyMessages) {
+    if (m.meta.kind === "summary" || m.meta.turn >= limit || !finished.has(m.meta.turn)) continue
+    present.add(m.meta.turn)
+    shownById.set(m.id, m)
+  }
+  const partial = new Set<number>()
+  const reduced = new Set<number>()
+  for (const [id, m] of docById) {
+    if (!present.has(m.meta.turn)) continue
+    const shown = shownById.get(id)
+    if (shown === undefined) {
+      partial.add(m.meta.turn)
+      continue
+    }
+    const before = m.parts.filter((p) => p._tag === "tool-result")
+    const after = shown.parts.filter((p) => p._tag === "tool-result")
+    if (after.length < before.length) partial.add(m.meta.turn)
+    else if (
+      m.meta.dismissed === undefined &&
+      after.some((p, i) => JSON.stringify(p.data) !== JSON.stringify(before[i]?.data))
+    )
+      reduced.add(m.meta.turn)
+  }
+  // Summary texts are shown in compression__context or as L3 system messages.
+  const shownTexts = [
+    ...layers.flatMap((l) => (l._tag === "system" ? [l.text] : [])),
+    ...historyMessages.filter((m) => m.role === "system").map(textOf)
+  ].join("\n")
+  const summaries = doc.compression.map((s) => ({
+    id: s.id,
+    fromTurn: s.fromTurn,
+    toTurn: s.toTurn,
+    shown: shownTexts.includes(s.text.trim().slice(0, 400))
+  }))
+  const olderSummariesNote = /older summar[a-z]* (?:is|are) kept on file/i.test(serialized)
+  // A note naming left-out turns: "turns 3-7 ... left out / omitted / on file".
+  const notedTurns = new Set<number>()
+  const allTexts = [shownTexts, ...historyMessages.filter((m) => m.role !== "system").map(textOf)].join(
+    "\n\n"
+  )
+  for (const text of allTexts.split(/\n{2,}/)) {
+    if (!/left out|omitted|not shown|on file|dropped/i.test(text)) continue
+    for (const m of text.matchAll(/turns? (\d+)(?:\s*(?:-|–|to|through)\s*(\d+))?((?:,\s*\d+)*)/gi)) {
+      const from = Number(m[1])
+      const to = m[2] === undefined ? from : Number(m[2])
+      for (let t = from; t <= to && t - from < 10_000; t++) notedTurns.add(t)
+      for (const extra of (m[3] ?? "").matchAll(/\d+/g)) notedTurns.add(Number(extra[0]))
+    }
+  }
+  const sorted = (set: Iterable<number>) => [...set].sort((a, b) => a - b)
+  // The newest live, unpinned earlier turn left out: could it have fit, reduced?
+  const candidates = sorted(live).filter((t) => !pinned.has(t) && !present.has(t))
+  const newestAbsent = candidates.at(-1)
+  const presentUnpinned = sorted(present).filter((t) => !pinned.has(t))
+  let nextOlder: PointEvidence["nextOlder"]
+  if (newestAbsent !== undefined && (presentUnpinned[0] ?? Number.POSITIVE_INFINITY) > newestAbsent) {
+    const limits = PROFILE_LIMITS[o.model]
+    const available = limits === undefined ? o.result.report.available : expectedAvailable(limits)
+    const count = (text: string) => (text === "" ? 0 : o.counter.count(text))
+    let minTokens = 0
+    for (const m of docById.values()) {
+      if (m.meta.turn !== newestAbsent) continue
+      minTokens += 4
+      for (const p of m.parts) {
+        if (p._tag === "text") minTokens += count(p.text)
+        else if (p._tag === "tool-call") minTokens += count(p.name) + count(JSON.stringify(p.input ?? {}))
+        // A placeholder names the call (its target) and where the full result is on file:
+        // "[Read(src/a.ts) result — not shown to fit the budget; the full result is on file:
+        // tool-results/call_1.json]" is about 24 tokens besides the call's name and target; an
+        // error is kept whole (code and message).
+        else minTokens += 24 + (p.error === undefined ? 0 : count(JSON.stringify(p.error)))
+      }
+    }
+    const used = o.result.report.total ?? o.counter.countMessages(chatMessagesOf(o.result))
+    nextOlder = { turn: newestAbsent, minTokens, free: available - used }
+  }
+  return {
+    ...(running === undefined ? {} : { runningTurn: running }),
+    earlierTurns: sorted(earlier),
+    liveTurns: sorted(live),
+    presentTurns: sorted(present),
+    partialTurns: sorted(partial),
+    reducedTurns: sorted(reduced),
+    pinnedTurns: sorted(pinned),
+    keepTurns: o.keepTurns,
+    summaries,
+    olderSummariesNote,
+    notedTurns: sorted(notedTurns),
+    ...(nextOlder === undefined ? {} : { nextOlder })
   }
 }
 
@@ -388,6 +899,15 @@ export const observeCompaction = (o: {
   const visible = new Set<number>()
   for (const m of o.after.messages) (m.meta.archivedBy === undefined ? visible : archived).add(m.meta.turn)
   const previous = new Set(o.before.compression.map((s) => s.text))
+  const archivedBefore = new Set(
+    o.before.messages.filter((m) => m.meta.archivedBy !== undefined).map((m) => m.meta.turn)
+  )
+  // Turns pinned while still live before the compaction (pinning an archived turn keeps it archived).
+  const pinned = new Set(
+    o.before.messages
+      .filter((m) => m.meta.pinned === true && m.meta.archivedBy === undefined)
+      .map((m) => m.meta.turn)
+  )
   return {
     ...o.where,
     status: o.status,
@@ -402,7 +922,11 @@ export const observeCompaction = (o: {
     summariesAfter: o.after.compression.map((s) => ({ id: s.id, text: s.text })),
     summarizedSummary: o.summarized.some(
       (m) => m.meta.kind === "summary" || [...previous].some((text) => textOf(m).includes(text))
-    )
+    ),
+    pinnedArchived: [...archived]
+      .filter((t) => pinned.has(t) && !archivedBefore.has(t))
+      .sort((a, b) => a - b),
+    newlyArchived: [...archived].filter((t) => !archivedBefore.has(t)).sort((a, b) => a - b)
   }
 }
 
@@ -417,27 +941,33 @@ const at = (w: Where) => ({
 })
 
 const slotOf = (policy: PolicyName, id: string) => {
-  const order = policies[policy].order
-  const named = order.indexOf(id as never)
-  return named !== -1 ? named : order.indexOf(EXTRA_CONTEXTS)
+  const order = EXPECTED_ORDER[policy]
+  const named = order.indexOf(id)
+  return named !== -1 ? named : order.indexOf(EXTRA)
 }
 
 const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violation, "invariant">>>> = {
   order: (e) =>
     e.points.flatMap((p) => {
       const out: Array<Omit<Violation, "invariant">> = []
-      for (let i = 1; i < p.layers.length; i++) {
-        const a = p.layers[i - 1]!
-        const b = p.layers[i]!
-        const sa = slotOf(p.policy, a)
-        const sb = slotOf(p.policy, b)
-        if (sb < sa || (sa === sb && b < a)) {
-          out.push({
-            ...at(p),
-            message: `layer ${b} comes after ${a}; the ${p.policy} policy orders ${policies[p.policy].order.join(", ")}`,
-            excerpt: p.layers.join(" > ")
-          })
-          break
+      // The compile itself, and the same compile with a query (where the query layer shows).
+      for (const [layers, what] of [
+        [p.layers, ""],
+        [p.probeLayers ?? [], " (with a query)"]
+      ] as const) {
+        for (let i = 1; i < layers.length; i++) {
+          const a = layers[i - 1]!
+          const b = layers[i]!
+          const sa = slotOf(p.policy, a)
+          const sb = slotOf(p.policy, b)
+          if (sb < sa || (sa === sb && b < a)) {
+            out.push({
+              ...at(p),
+              message: `layer ${b} comes after ${a}${what}; the ${p.policy} policy orders ${EXPECTED_ORDER[p.policy].join(", ")}`,
+              excerpt: layers.join(" > ")
+            })
+            break
+          }
         }
       }
       if (p.renderedOutOfOrder !== undefined)
@@ -452,6 +982,18 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
     e.points.flatMap((p) => {
       const composed = p.queryLayers + p.historyInputs
       const rendered = p.renderedInputs - p.sameInputElsewhere
+      if (
+        p.inputsInHistory !== undefined &&
+        p.inputsExpected !== undefined &&
+        p.inputsInHistory !== p.inputsExpected
+      )
+        return [
+          {
+            ...at(p),
+            message: `history holds ${p.inputsInHistory} inputs where the recording started ${p.inputsExpected} turns (${p.phase === "retry" ? "the retry recorded the input again" : "an input recorded twice or lost"})`,
+            excerpt: clip(p.input)
+          }
+        ]
       return composed === 1 && rendered === 1
         ? []
         : [
@@ -486,16 +1028,7 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
       return problems.slice(0, 1).map((message) => ({ ...at(p), message, excerpt: message }))
     }),
   compression: (e) => {
-    const limit: Readonly<Record<string, number>> = {
-      read: defaultLimits.readLines,
-      grep: defaultLimits.grepMatches,
-      bash: defaultLimits.bashStderrLines,
-      write: defaultLimits.snippetLines,
-      edit: defaultLimits.snippetLines,
-      multiedit: defaultLimits.snippetLines,
-      ls: defaultLimits.lsEntries,
-      glob: defaultLimits.globEntries
-    }
+    const limit = COMPRESSION_LIMITS
     const seen = new Set<string>()
     return e.points.flatMap((p) =>
       p.toolResults.flatMap((r) => {
@@ -504,14 +1037,23 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
         const problems: Array<string> = []
         const dropped = r.fields.filter((f) => f === "text" || f === "stats" || f === "context")
         if (dropped.length > 0) problems.push(`keeps ${dropped.join(", ")} (history drops them)`)
-        const max = limit[toolKey(r.tool)]
+        // The running turn's results are its full observations: the limits are history's.
+        const max = r.running ? undefined : limit[toolKey(r.tool)]
         if (max !== undefined && r.size > max) problems.push(`${r.tool} keeps ${r.size} (limit ${max})`)
-        if (toolKey(r.tool) === "bash" && r.stdoutSummary === false)
+        if (!r.running && toolKey(r.tool) === "bash" && r.stdoutSummary === false)
           problems.push("Bash keeps its stdout whole")
-        if (toolKey(r.tool) === "todowrite" && r.dataFields.some((f) => f !== "recap" && f !== "readBack"))
+        if (
+          !r.running &&
+          toolKey(r.tool) === "todowrite" &&
+          r.dataFields.some((f) => f !== "recap" && f !== "readBack")
+        )
           problems.push(`TodoWrite keeps ${r.dataFields.join(", ")} (recap only)`)
-        if (r.recordedError !== undefined && r.error !== r.recordedError)
+        // A crash before the tool returned: history answers the call with `interrupted`, not the recording.
+        const interrupted = r.errorCode === "interrupted"
+        if (r.recordedError !== undefined && r.error !== r.recordedError && !interrupted)
           problems.push(`the error was changed: ${clip(r.error ?? "(none)")}`)
+        if (r.recordedErrorCode !== undefined && r.errorCode !== r.recordedErrorCode && !interrupted)
+          problems.push(`the error code ${r.recordedErrorCode} became ${r.errorCode ?? "(none)"}`)
         if (problems.length === 0 || seen.has(key)) return []
         seen.add(key)
         return [{ ...at(p), message: `tool result ${r.callId}: ${problems.join("; ")}`, excerpt: r.excerpt }]
@@ -532,6 +1074,14 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
         problems.push("kept fewer turns for the budget without saying so")
       if (c.splitTurns.length > 0) problems.push(`cut inside turn ${c.splitTurns.join(", ")}`)
       if (c.summarizedSummary) problems.push("a summary was compressed again")
+      if (c.pinnedArchived.length > 0)
+        problems.push(`pinned turn ${c.pinnedArchived.join(", ")} was archived`)
+      if (
+        c.newlyArchived.length > 0 &&
+        c.status === "compacted" &&
+        c.summariesAfter.length <= c.summariesBefore.length
+      )
+        problems.push(`turns ${c.newlyArchived.join(", ")} were archived but no summary was stored`)
       for (const s of c.summariesBefore) {
         const after = c.summariesAfter.find((x) => x.id === s.id)
         if (after === undefined || after.text !== s.text) problems.push(`summary ${s.id} was changed or lost`)
@@ -545,14 +1095,40 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
   budget: (e) =>
     e.points.flatMap((p) => {
       const problems: Array<string> = []
-      if (p.tokens > p.available)
+      const limits = PROFILE_LIMITS[p.model]
+      // The numbers of the eval's own table; a profile it does not know falls back to the report.
+      const available = limits === undefined ? p.available : expectedAvailable(limits)
+      if (p.recount !== undefined && p.recount > available)
+        problems.push(`${p.recount} tokens recounted with tiktoken, over the ${available} available`)
+      if (p.recount !== undefined && p.total !== undefined && p.recount > p.total)
         problems.push(
-          `${p.tokens} tokens counted with the model's tokenizer, over the ${p.available} available`
+          `the request counts ${p.recount} tokens with tiktoken but ${p.total} by ctxo (undercounted)`
         )
-      if (p.available > p.window - p.outputReserve)
+      // ctxo may add framing for tool calls (the cookbook gives none): up to 6 per call and per
+      // message with calls. More than that, and 1% besides, means another encoding was used.
+      if (p.recount !== undefined && p.total !== undefined) {
+        const framing = 6 * ((p.toolCalls ?? 0) + (p.callMessages ?? 0))
+        if (p.total - p.recount > framing + Math.ceil(p.recount * 0.01) + 3)
+          problems.push(
+            `ctxo counts ${p.total} tokens where tiktoken (${PROFILE_LIMITS[p.model]?.encoding}) counts ${p.recount}: not the model's own encoding?`
+          )
+      }
+      if (p.total !== undefined && p.total > available)
+        problems.push(`the final request counts ${p.total} tokens, over the ${available} available`)
+      if (p.tokens > available)
         problems.push(
-          `available ${p.available} exceeds window ${p.window} minus the output reserve ${p.outputReserve}`
+          `${p.tokens} tokens counted with the model's tokenizer, over the ${available} available`
         )
+      if (p.available > available)
+        problems.push(
+          `ctxo allows ${p.available} input tokens, more than ${available} (window ${limits?.window ?? p.window} - reserve ${limits?.reserve ?? p.outputReserve}${limits !== undefined && limits.margin > 0 ? ` less a ${limits.margin * 100}% margin` : ""})`
+        )
+      if (limits !== undefined && p.outputReserve < limits.reserve)
+        problems.push(`the output reserve is ${p.outputReserve}, under ${limits.reserve}`)
+      if (limits !== undefined && p.outputReserve > limits.window / 2)
+        problems.push(`the output reserve is ${p.outputReserve}, over half the ${limits.window} window`)
+      if (p.countMethod === "estimate" && p.margin < (limits?.margin ?? 0.02))
+        problems.push(`an estimated count keeps a ${p.margin} margin, under ${limits?.margin ?? 0.02}`)
       if (!p.systemPromptWhole) problems.push("the system prompt is not there whole")
       if (!p.inputWhole) problems.push("the input is not there whole")
       return problems.map((message) => ({ ...at(p), message, excerpt: `layers ${p.layers.join(" > ")}` }))
@@ -560,7 +1136,16 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
   determinism: (e) =>
     e.points.flatMap((p) => {
       const problems: Array<string> = []
-      if (!p.identical) problems.push("the same input compiled twice gave different bytes")
+      if (!p.identical || !p.identicalAcrossClocks)
+        problems.push(
+          "the same input compiled twice (the second cold, with a fresh compile cache and a clock a year ahead) gave different bytes"
+        )
+      if (p.systemPromptExact === false)
+        problems.push(
+          "the system prompt layer is not the session's system prompt as written (something added per run or day)"
+        )
+      if (p.prefixStable === false)
+        problems.push("the static prefix hash changed when only the query changed")
       if (p.layers.length > 0 && p.layers[0] !== "system_prompt" && p.layers.includes("system_prompt"))
         problems.push("the system prompt is not the first layer (the cached prefix)")
       return problems.map((message) => ({ ...at(p), message, excerpt: p.layers.join(" > ") }))
@@ -578,10 +1163,151 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
             }
           ]
     }),
-  compiles: (e) =>
-    e.failures
+  compiles: (e) => {
+    const out: Array<Omit<Violation, "invariant">> = e.failures
       .filter((f) => !f.refusal)
       .map((f) => ({ ...at(f), message: `compile failed: ${f.tag}: ${f.message}`, excerpt: clip(f.message) }))
+    const declared = e.expected?.refusals ?? []
+    for (const f of e.failures.filter((x) => x.refusal)) {
+      if (
+        e.expected?.justifiedRefusals === true &&
+        f.minimum !== undefined &&
+        f.available !== undefined &&
+        f.minimum > f.available
+      )
+        continue
+      if (declared.some((d) => d.turn === f.turn && (d.step === undefined || d.step === f.step))) continue
+      out.push({
+        ...at(f),
+        message: "refused (BudgetExceeded), and the fixture does not declare this refusal expected",
+        excerpt: clip(f.message)
+      })
+    }
+    const where = { session: e.session, model: e.model, turn: 0, step: 0, phase: "input" as const }
+    if (e.points.length === 0)
+      out.push({
+        ...where,
+        message: `no compile at all on ${e.model} (${e.failures.length} refusals or failures)`,
+        excerpt: "0 compiles"
+      })
+    else if (e.expected?.minCompiles !== undefined && e.points.length < e.expected.minCompiles)
+      out.push({
+        ...where,
+        message: `${e.points.length} compiles, fewer than the ${e.expected.minCompiles} the fixture expects`,
+        excerpt: `${e.failures.length} refusals or failures`
+      })
+    return out
+  },
+  "summary-coverage": (e) =>
+    e.points.flatMap((p) => {
+      if (!p.historyExpected) return []
+      const present = new Set(p.presentTurns)
+      const uncovered = p.earlierTurns.filter(
+        (t) =>
+          !present.has(t) &&
+          !p.notedTurns.includes(t) &&
+          !p.summaries.some((s) => s.shown && s.fromTurn <= t && t <= s.toTurn) &&
+          !(
+            p.olderSummariesNote &&
+            p.summaries.some((s) => s.fromTurn <= t && t <= s.toTurn) &&
+            p.summaries.some((s) => s.shown)
+          )
+      )
+      return uncovered.length === 0
+        ? []
+        : [
+            {
+              ...at(p),
+              message: `earlier turn${uncovered.length === 1 ? "" : "s"} ${ranges(uncovered)} absent with no summary or note covering ${uncovered.length === 1 ? "it" : "them"}`,
+              excerpt: `shown turns ${ranges(p.presentTurns) || "none"}; summaries ${p.summaries.map((s) => `${s.fromTurn}-${s.toTurn}${s.shown ? "" : " (not shown)"}`).join(", ") || "none"}`
+            }
+          ]
+    }),
+  "keep-what-fits": (e) =>
+    e.points.flatMap((p) => {
+      if (!p.historyExpected) return []
+      const problems: Array<string> = []
+      const pinned = new Set(p.pinnedTurns)
+      const present = new Set(p.presentTurns)
+      const live = p.liveTurns.filter((t) => !pinned.has(t))
+      const shown = live.filter((t) => present.has(t))
+      const newest = live.slice(live.length - shown.length)
+      if (shown.join(",") !== newest.join(","))
+        problems.push(
+          `history shows turns ${ranges(shown)}, not the newest ${shown.length} (${ranges(newest)})`
+        )
+      if (p.partialTurns.length > 0)
+        problems.push(`turn ${ranges(p.partialTurns)} shown in part (neither whole nor reduced)`)
+      const wanted = Math.min(p.keepTurns, live.length)
+      // The size reduced is a lower-bound estimate (tool-call framing, the placeholder wording and
+      // the note vary): flagged only with a 25% leeway.
+      if (
+        shown.length < wanted &&
+        p.nextOlder !== undefined &&
+        p.nextOlder.minTokens * 1.25 <= p.nextOlder.free
+      )
+        problems.push(
+          `${shown.length} earlier turns shown, fewer than ${wanted}, while turn ${p.nextOlder.turn} (at least ${p.nextOlder.minTokens} tokens reduced) fits the ${p.nextOlder.free} free`
+        )
+      return problems.map((message) => ({
+        ...at(p),
+        message,
+        excerpt: `live turns ${ranges(p.liveTurns) || "none"}; shown ${ranges(p.presentTurns) || "none"}; reduced ${ranges(p.reducedTurns) || "none"}`
+      }))
+    }),
+  "always-present": (e) =>
+    e.points.flatMap((p) => {
+      const problems: Array<string> = []
+      if (p.rulesExpected && !p.rulesPresent) problems.push("the rules (CODE_LAW.md) are missing")
+      const missing = p.pinnedTurns.filter((t) => !p.presentTurns.includes(t))
+      if (missing.length > 0) problems.push(`pinned turn ${missing.join(", ")} is missing`)
+      return problems.map((message) => ({ ...at(p), message, excerpt: p.layers.join(" > ") }))
+    }),
+  "refusal-justified": (e) =>
+    e.failures
+      .filter((f) => f.refusal && f.minimum !== undefined && f.available !== undefined)
+      .filter((f) => f.minimum! <= f.available!)
+      .map((f) => ({
+        ...at(f),
+        message: `refused, but the required minimum (system, rules, input, the running turn with older observations compressed) is ${f.minimum} tokens of ${f.available} available`,
+        excerpt: clip(f.message)
+      })),
+  reminders: (e) => {
+    const seen = new Set<string>()
+    return e.points.flatMap((p) => {
+      const r = p.reminder
+      if (r === undefined || seen.has(`${p.turn}`)) return []
+      const problems: Array<string> = []
+      const want = r.expected.slice(0, MAX_NAMED_MENTIONS)
+      const more = r.expected.length - want.length
+      if (r.named.length === 0)
+        problems.push("no <system-reminder> naming the mentioned files follows the input")
+      else {
+        if (r.named.length > MAX_NAMED_MENTIONS)
+          problems.push(`the reminder names ${r.named.length} files (at most 5)`)
+        if (new Set(r.named).size !== r.named.length) problems.push("the reminder names a file twice")
+        if (r.named.join(",") !== want.join(","))
+          problems.push(`the reminder names ${r.named.join(", ")}; expected ${want.join(", ")}`)
+        if (r.more !== more) problems.push(`the reminder says ${r.more} more, expected ${more}`)
+      }
+      if (problems.length === 0) return []
+      seen.add(`${p.turn}`)
+      return [{ ...at(p), message: problems.join("; "), excerpt: clip(p.input) }]
+    })
+  }
+}
+
+/** "3-7, 9" from [3, 4, 5, 6, 7, 9]. */
+const ranges = (turns: ReadonlyArray<number>): string => {
+  const out: Array<string> = []
+  let i = 0
+  while (i < turns.length) {
+    let j = i
+    while (j + 1 < turns.length && turns[j + 1] === turns[j]! + 1) j++
+    out.push(j === i ? `${turns[i]}` : `${turns[i]}-${turns[j]}`)
+    i = j + 1
+  }
+  return out.join(", ")
 }
 
 /** The violations of one invariant (or all) in a replay's evidence. */
@@ -593,3 +1319,73 @@ export const check = (evidence: ReplayEvidence, invariant?: Invariant): Array<Vi
 /** One line per violation: session, turn, model, invariant, what, and an excerpt. */
 export const formatViolation = (v: Violation): string =>
   `${v.session} turn ${v.turn}${v.step > 0 ? ` step ${v.step}` : ""}${v.phase === "retry" ? " (retry)" : ""} [${v.model}] invariant ${INVARIANT_NUMBER[v.invariant]} ${v.invariant}: ${v.message}${v.excerpt === v.message ? "" : ` | ${v.excerpt}`}`
+
+/**
+ * The smallest request that can still answer the running turn, counted independently: the system
+ * prompt, the rules, the input, and the running turn's steps with its older observations in their
+ * compressed form and the newest whole (`newestFull`). A refusal is justified only when this does
+ * not fit. OpenAI profiles are recounted with tiktoken; others with the given (estimating) counter.
+ */
+export const requiredMinimum = (o: {
+  readonly model: string
+  readonly counter: Counter
+  readonly systemPrompt: string
+  readonly rules?: string
+  readonly input: string
+  readonly doc: HistoryDocument
+  readonly newestFull?: { readonly callId: string; readonly result: unknown }
+}): { readonly minimum: number; readonly available: number } | undefined => {
+  const limits = PROFILE_LIMITS[o.model]
+  if (limits === undefined) return undefined
+  const last = o.doc.messages.at(-1)
+  const runningTurn =
+    last !== undefined &&
+    !o.doc.messages.some((m) => m.meta.turn === last.meta.turn && m.meta.finished === true)
+      ? last.meta.turn
+      : undefined
+  const running = o.doc.messages.filter(
+    (m) => runningTurn !== undefined && m.meta.turn === runningTurn && m.meta.archivedBy === undefined
+  )
+  const messages: Array<OpenAIMessageLike> = [{ role: "system", content: o.systemPrompt.trim() }]
+  if (o.rules !== undefined) messages.push({ role: "system", content: o.rules })
+  if (!running.some((m) => m.meta.kind === "input")) messages.push({ role: "user", content: o.input })
+  for (const m of running) {
+    if (m.role === "tool") {
+      for (const p of m.parts) {
+        if (p._tag !== "tool-result") continue
+        const full = o.newestFull?.callId === p.callId ? o.newestFull.result : undefined
+        const shown = isObject(full)
+          ? { status: full.status, data: full.data, error: full.error }
+          : { status: p.status, data: p.data, error: p.error }
+        messages.push({ role: "tool", content: JSON.stringify(shown) })
+      }
+      continue
+    }
+    const calls = m.parts.flatMap((p) =>
+      p._tag === "tool-call" ? [{ function: { name: p.name, arguments: JSON.stringify(p.input ?? {}) } }] : []
+    )
+    messages.push({
+      role: m.role,
+      content: textOf(m),
+      ...(calls.length === 0 ? {} : { tool_calls: calls })
+    })
+  }
+  const minimum =
+    limits.encoding !== undefined
+      ? recountOpenAI(limits.encoding, messages)
+      : o.counter.countMessages(
+          messages.map((m) => ({
+            role: m.role as "system",
+            content: typeof m.content === "string" ? m.content : "",
+            ...(m.tool_calls === undefined
+              ? {}
+              : {
+                  toolCalls: m.tool_calls.map((c) => ({
+                    name: c.function.name,
+                    arguments: c.function.arguments
+                  }))
+                })
+          }))
+        )
+  return { minimum, available: expectedAvailable(limits) }
+}

@@ -25,7 +25,7 @@ interface WorkerInput {
   readonly sessions: ReadonlyArray<RecordedSession>
   readonly profiles: ReadonlyArray<Profile>
   readonly dump?: string
-  /** Model override files (as `ctxo --models-file` reads them); CTXO_MODELS applies too. */
+  /** Model override files (as `ctxo --models` reads them); CTXO_MODELS applies too. */
   readonly modelsFiles?: ReadonlyArray<{ readonly origin: string; readonly text: string }>
 }
 type ToWorker =

@@ -8,25 +8,26 @@
  * can swap in a broken one and see the checks catch it.
  */
 
+import * as TurnEngine from "@ctxo/agent/TurnEngine"
+import { ContextCompiler, HistoryCompactor, seamsLive } from "@ctxo/agent/TurnEngine"
 import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import { Tokenizer } from "@ctxo/budget/Tokenizer"
-import type { CompileError, CompileOptions, CompileResult, CompileState } from "@ctxo/compiler/Compile"
-import { compile } from "@ctxo/compiler/Compile"
+import { type CompileError, type CompileResult, chatMessagesOf } from "@ctxo/compiler/Compile"
+import * as CompileCache from "@ctxo/compiler/CompileCache"
 import { parseManifest } from "@ctxo/compiler/Manifest"
 import type { Format } from "@ctxo/compiler/Render"
 import * as Workspace from "@ctxo/compiler/Workspace"
-import type { CompactionResult, CompactOptions } from "@ctxo/history/Compaction"
-import { compact } from "@ctxo/history/Compaction"
 import type { HistoryError } from "@ctxo/history/HistoryErrors"
-import { HistoryStore, layerMemory } from "@ctxo/history/HistoryStore"
+import * as HistoryStore from "@ctxo/history/HistoryStore"
 import { dismissMemory, excludeMessage, pinMessage } from "@ctxo/history/HistoryView"
 import type { HistoryDocument, Message } from "@ctxo/history/Message"
 import { emptyHistory } from "@ctxo/history/Message"
-import { endTurn, recordStep, recordToolResult, startTurn } from "@ctxo/history/Recorder"
 import { deterministicSummary, Summarizer } from "@ctxo/history/Summarizer"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
-import { Context, Effect, Either, Layer } from "effect"
+import * as MemoryStore from "@ctxo/store/MemoryStore"
+import { Store } from "@ctxo/store/Store"
+import { Clock, Effect, Either, Layer } from "effect"
 import type {
   CompactionEvidence,
   FailureEvidence,
@@ -34,7 +35,7 @@ import type {
   ReplayEvidence,
   Where
 } from "./Invariants.ts"
-import { observe, observeCompaction } from "./Invariants.ts"
+import { expectedRules, observe, observeCompaction, requiredMinimum } from "./Invariants.ts"
 import type { RecordedSession, Step } from "./Session.ts"
 import { InvalidSession } from "./Session.ts"
 
@@ -55,30 +56,18 @@ export const defaultProfiles: ReadonlyArray<Profile> = [
 
 export const DEFAULT_WINDOW = 200_000
 
-export interface CompilerService {
-  readonly compile: (
-    options: CompileOptions
-  ) => Effect.Effect<CompileResult, CompileError, Workspace.Workspace | ModelRegistry | Tokenizer>
-}
-export class ContextCompiler extends Context.Tag("@ctxo/replay/ContextCompiler")<
+/** The turn engine's seams (compiler and compactor), swapped by the eval gate's breakers. */
+export {
+  type CompactorService,
+  type CompilerService,
   ContextCompiler,
-  CompilerService
->() {}
-export const compilerLive: Layer.Layer<ContextCompiler> = Layer.succeed(ContextCompiler, { compile })
-
-export interface CompactorService {
-  readonly compact: (
-    options: CompactOptions
-  ) => Effect.Effect<CompactionResult, HistoryError, HistoryStore | Summarizer>
-}
-export class HistoryCompactor extends Context.Tag("@ctxo/replay/HistoryCompactor")<
-  HistoryCompactor,
-  CompactorService
->() {}
-export const compactorLive: Layer.Layer<HistoryCompactor> = Layer.succeed(HistoryCompactor, { compact })
+  compactorLive,
+  compilerLive,
+  HistoryCompactor
+} from "@ctxo/agent/TurnEngine"
 
 /** The live compiler and compactor (the budget services come from the caller). */
-export const live: Layer.Layer<ContextCompiler | HistoryCompactor> = Layer.merge(compilerLive, compactorLive)
+export const live: Layer.Layer<ContextCompiler | HistoryCompactor> = seamsLive
 
 /** The manifest a session compiles with: its policy and model, its system prompt and contexts. */
 const manifestOf = (session: RecordedSession, profile: Profile) =>
@@ -129,7 +118,47 @@ export interface ReplayOptions {
   readonly onCompiled?: (where: Where, result: CompileResult, window: number) => Effect.Effect<void>
 }
 
-/** Replays one session for one profile; the evidence of every compile and compaction. */
+/** A clock a year and a day ahead of the real one: a compile must not depend on the time. */
+const SHIFT_MS = 366 * 24 * 3600 * 1000
+const shiftedClock = (): Clock.Clock => {
+  const real = Clock.make()
+  const millis = () => real.unsafeCurrentTimeMillis() + SHIFT_MS
+  const nanos = () => real.unsafeCurrentTimeNanos() + BigInt(SHIFT_MS) * 1_000_000n
+  return {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: millis,
+    currentTimeMillis: Effect.sync(millis),
+    unsafeCurrentTimeNanos: nanos,
+    currentTimeNanos: Effect.sync(nanos),
+    sleep: (duration) => real.sleep(duration)
+  }
+}
+
+/** The query of the prefix probe: only the query changes, so the static prefix must not. */
+const PROBE_QUERY = "Summarize what changed since my last question, briefly."
+
+/** A compile that failed is evidence (a refusal, or a failure the checks report); the rest is not. */
+const COMPILE_ERRORS: { readonly [K in CompileError["_tag"]]: true } = {
+  InvalidManifest: true,
+  HistoryCorrupt: true,
+  UnresolvedReference: true,
+  InvalidContextKey: true,
+  DuplicateInput: true,
+  UnknownModel: true,
+  BudgetExceeded: true
+}
+const isCompileError = (error: { readonly _tag: string }): error is CompileError =>
+  Object.hasOwn(COMPILE_ERRORS, error._tag)
+
+/** The process died here (a recorded crash): the turn stays unfinished, as after a real crash. */
+class Crash {
+  readonly _tag = "Crash"
+}
+
+/**
+ * Replays one session for one profile through the turn engine, with the recording as the model
+ * and the tools; the evidence of every compile and compaction.
+ */
 export const replaySession = (session: RecordedSession, profile: Profile, options: ReplayOptions = {}) =>
   Effect.gen(function* () {
     const compiler = yield* ContextCompiler
@@ -143,17 +172,30 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
     const model = yield* registry.resolve(profile.model)
     const counter: Counter = yield* tokenizer.counter(model)
     const sid = session.id
-    const workspace = Workspace.layerMemory({
+    const files = {
       global: { "system-prompt.md": session.systemPrompt, "profile.md": session.profile ?? "" },
       sessions: { [sid]: session.files ?? {} }
-    })
+    }
     const keepTurns = session.settings?.keepTurns ?? 10
-    const window = session.settings?.contextWindow ?? DEFAULT_WINDOW
-    const recordedErrors = new Map<string, string>()
+    // Compaction triggers on the profile's own window (a session may set a smaller one).
+    const window = Math.min(session.settings?.contextWindow ?? DEFAULT_WINDOW, model.contextWindow)
+    const recordedErrors = new Map<string, { code?: string; message: string }>()
+    const rawResults = new Map<string, unknown>()
     for (const t of session.turns)
-      for (const s of t.steps)
-        if (s.type === "tool_result" && s.result.error !== undefined)
-          recordedErrors.set(s.callId, s.result.error.message)
+      for (const s of t.steps) {
+        if (s.type !== "tool_result") continue
+        rawResults.set(s.callId, s.result)
+        if (s.result.error !== undefined)
+          recordedErrors.set(s.callId, {
+            message: s.result.error.message,
+            ...(s.result.error.code === undefined ? {} : { code: s.result.error.code })
+          })
+      }
+    const rules = expectedRules(session.policy, session.files ?? {}, session.manifest)
+    // design.md: a map-reduce worker, planner or reducer gets no earlier turns.
+    const role = (session.manifest?.process as { role?: string } | undefined)?.role
+    const historyExpected = role === undefined || role === "agent"
+    const shifted = shiftedClock()
 
     // The summary a compaction before the current turn writes; what it was handed.
     let nextSummary: string | undefined
@@ -170,10 +212,26 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
     const compactions: Array<CompactionEvidence> = []
     const failures: Array<FailureEvidence> = []
     const checkpoints = new Map<number, HistoryDocument>([[0, emptyHistory]])
-    let state: CompileState | undefined
+    // One data root in memory for the whole replay, as a gateway has on disk: history and full tool
+    // results written through it are what the compiler reads (the running turn's full observations).
+    // Values, not layers, so every build of these services shares them.
+    const dataRoot = MemoryStore.makeMemory(files)
+    const services = Layer.mergeAll(
+      Layer.succeed(Store, dataRoot),
+      Layer.succeed(HistoryStore.HistoryStore, HistoryStore.fromStore(dataRoot)),
+      summarizer,
+      Layer.succeed(Workspace.Workspace, Workspace.fromStore(dataRoot)),
+      Layer.succeed(ContextCompiler, compiler),
+      Layer.succeed(HistoryCompactor, compactor),
+      Layer.succeed(ModelRegistry, registry),
+      Layer.succeed(Tokenizer, tokenizer),
+      // One compile cache for the session (a value, so every build of these services shares it).
+      Layer.succeed(CompileCache.CompileCache, CompileCache.make())
+    )
 
     const run = Effect.gen(function* () {
-      const store = yield* HistoryStore
+      const engine = yield* TurnEngine.make
+      const store = yield* HistoryStore.HistoryStore
       const load = store.load(sid)
       const setDoc = (doc: HistoryDocument) =>
         store.modify(sid, () => Effect.succeed([undefined, doc] as const))
@@ -185,50 +243,6 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
           })
         )
 
-      const compileAt = (where: Where, input: string, historyTurn?: number) =>
-        Effect.gen(function* () {
-          const history = yield* load
-          const compileOptions: CompileOptions = {
-            sessionId: sid,
-            manifest,
-            model: profile.model,
-            format: profile.format,
-            history,
-            // A step's compile has no new input: the turn's input is in history already.
-            ...(where.phase === "input" ? { query: input } : { query: "" }),
-            ...(state === undefined ? {} : { previous: state })
-          }
-          const first = yield* Effect.either(compiler.compile(compileOptions))
-          if (Either.isLeft(first)) {
-            const error = first.left
-            failures.push({
-              ...where,
-              tag: error._tag,
-              message: error.message,
-              refusal: error._tag === "BudgetExceeded"
-            })
-            return
-          }
-          const again = yield* Effect.either(compiler.compile(compileOptions))
-          const result = first.right
-          state = result.state
-          if (options.onCompiled) yield* options.onCompiled(where, result, model.contextWindow)
-          points.push(
-            observe({
-              ...where,
-              result,
-              again: Either.isRight(again) ? again.right : { ...result, request: null },
-              counter,
-              window: Math.min(model.contextWindow, model.maxInput + result.report.outputReserve),
-              systemPrompt: session.systemPrompt,
-              input,
-              ...(historyTurn === undefined ? {} : { historyTurn }),
-              recordedErrors
-            })
-          )
-        }).pipe(Effect.provide(workspace))
-
-      let lastUsage = 0
       for (const [index, turn] of session.turns.entries()) {
         const n = index + 1
         const where = (step: number, phase: Where["phase"]): Where => ({
@@ -246,7 +260,7 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
               reason: `turns.${index}.restore: no checkpoint after turn ${turn.restore.toTurn}`
             })
           yield* setDoc(checkpoint)
-          state = undefined
+          yield* engine.reset(sid)
         }
         for (const action of turn.actions ?? []) {
           const doc = yield* load
@@ -272,83 +286,208 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
           )
         }
 
-        // Compaction before the turn (seed 002 C7): the last usage plus the new input.
-        nextSummary = turn.summary
-        summarized = []
-        const before = yield* load
-        const compaction = yield* compactor.compact({
-          sessionId: sid,
-          input: turn.user,
-          lastUsage,
-          model: { id: model.id, contextWindow: window },
-          settings: {
+        // The recording is the model and the tools: each model step is the next recorded group of
+        // tool calls (with the words before them) or the final answer; each tool returns its
+        // recorded result. A recorded crash stops the turn there; the client then retries it.
+        const plan = planSteps(turn.steps)
+        let next = 0
+        let retry = false
+        let results = 0
+        const crashAt = turn.crash?.afterStep
+        const crashes = (k: number) => crashAt !== undefined && !retry && k === crashAt
+        const driver: TurnEngine.Driver<Crash | HistoryError> = {
+          model: (compiled) =>
+            Effect.gen(function* () {
+              const answered = new Set<string>()
+              for (const m of (yield* load).messages)
+                for (const p of m.parts) if (p._tag === "tool-result") answered.add(p.callId)
+              while (plan[next]?.kind === "result" && answered.has(plan[next]!.result!.callId)) next++
+              if (crashes(next)) return yield* Effect.fail(new Crash())
+              const first = plan[next]
+              if (first === undefined || first.kind === "final") {
+                next++
+                return {
+                  text: first?.text ?? "",
+                  toolCalls: [],
+                  // What this profile's provider would report: the request it was handed and the
+                  // answer, counted with its tokenizer (the recorded usage was another model's).
+                  usage: {
+                    inputTokens: counter.countMessages(chatMessagesOf(compiled)),
+                    outputTokens:
+                      first?.text === undefined || first.text === "" ? 0 : counter.count(first.text)
+                  }
+                }
+              }
+              const calls: Array<TurnEngine.ToolCall> = []
+              let text = ""
+              while (plan[next]?.kind === "step" && !(calls.length > 0 && crashes(next))) {
+                const step = plan[next]!
+                if (calls.length === 0) text = step.text ?? ""
+                if (step.call !== undefined)
+                  calls.push({
+                    id: step.call.callId,
+                    name: step.call.name,
+                    arguments: JSON.stringify(step.call.input ?? {})
+                  })
+                next++
+              }
+              return { text, toolCalls: calls }
+            }),
+          runTool: (call) =>
+            Effect.gen(function* () {
+              const at = plan.findIndex((p) => p.kind === "result" && p.result!.callId === call.id)
+              if (at !== -1 && crashes(at)) {
+                next = at
+                return yield* Effect.fail(new Crash())
+              }
+              if (at >= next) next = at + 1
+              results++
+              return (plan[at]?.result?.result ?? {
+                status: "error",
+                error: { message: "no recorded result" }
+              }) as RawToolResult
+            })
+        }
+        let phase: Where["phase"] = "input"
+        // Inputs history holds before this turn: its compiles must see exactly one more.
+        const inputsBefore = (yield* load).messages.filter(
+          (m) => m.role === "user" && m.meta.kind === "input"
+        ).length
+        const turnOptions = (): TurnEngine.TurnOptions => ({
+          defaultModel: profile.model,
+          maxSteps: Math.max(1, plan.length + 1),
+          format: profile.format,
+          manifest,
+          compaction: {
+            window,
             keepTurns,
             ...(session.settings?.triggerRatio === undefined
               ? {}
               : { triggerRatio: session.settings.triggerRatio })
           },
-          count: counter.count
+          onCompiled: (result, at) =>
+            Effect.gen(function* () {
+              const w = where(results, phase)
+              phase = "step"
+              if (options.onCompiled) yield* options.onCompiled(w, result, model.contextWindow)
+              // Again, cold (a fresh compile cache) and a year later (another clock): the same bytes.
+              const again = yield* Effect.either(
+                compiler
+                  .compile(at.options)
+                  .pipe(
+                    Effect.provide(Layer.succeed(CompileCache.CompileCache, CompileCache.make())),
+                    Effect.provide(services),
+                    Effect.withClock(shifted)
+                  )
+              )
+              // Once per turn: the same compile with another query keeps the static prefix.
+              const probe =
+                w.step === 0 && w.phase === "input"
+                  ? yield* Effect.either(
+                      compiler.compile({ ...at.options, query: PROBE_QUERY }).pipe(Effect.provide(services))
+                    )
+                  : undefined
+              points.push(
+                observe({
+                  ...w,
+                  result,
+                  again: Either.isRight(again) ? again.right : ({ ...result, request: null } as never),
+                  counter,
+                  window: Math.min(model.contextWindow, model.maxInput + result.report.outputReserve),
+                  systemPrompt: session.systemPrompt,
+                  input: turn.user,
+                  historyTurn: at.turn,
+                  recordedErrors,
+                  otherClock: Either.isRight(again) ? again.right : { request: null },
+                  ...(probe !== undefined && Either.isRight(probe) ? { otherQuery: probe.right } : {}),
+                  ...(at.options.history === undefined ? {} : { doc: at.options.history }),
+                  keepTurns,
+                  historyExpected,
+                  inputsExpected: inputsBefore + 1,
+                  ...(rules === undefined ? {} : { rules })
+                })
+              )
+            }),
+          onCompaction: (result, before, after) =>
+            Effect.sync(() => {
+              compactions.push(
+                observeCompaction({
+                  where: where(0, "input"),
+                  status: result.status,
+                  keepTurns,
+                  before,
+                  after,
+                  ...(result.plan === undefined ? {} : { plan: result.plan }),
+                  summarized
+                })
+              )
+            })
         })
-        if (compaction.status !== "not-needed") {
-          compactions.push(
-            observeCompaction({
-              where: where(0, "input"),
-              status: compaction.status,
-              keepTurns,
-              before,
-              after: yield* load,
-              ...(compaction.plan === undefined ? {} : { plan: compaction.plan }),
-              summarized
+        nextSummary = turn.summary
+        summarized = []
+        const request = {
+          sessionId: sid,
+          input: turn.user,
+          ...(turn.inputKey ? { idempotencyKey: turn.inputKey } : {})
+        }
+        const attempt = (what: Where["phase"]) =>
+          engine.turn(request, driver, turnOptions()).pipe(
+            Effect.as<"done" | "crashed">("done"),
+            Effect.catchAll((error) => {
+              if (error instanceof Crash) return Effect.succeed<"crashed">("crashed")
+              if (isCompileError(error))
+                return Effect.gen(function* () {
+                  const refusal = error._tag === "BudgetExceeded"
+                  const doc = refusal ? yield* Effect.orElseSucceed(load, () => emptyHistory) : undefined
+                  const lastResult = doc?.messages
+                    .filter((m) => m.meta.archivedBy === undefined && m.meta.finished !== true)
+                    .flatMap((m) => m.parts.flatMap((p) => (p._tag === "tool-result" ? [p.callId] : [])))
+                    .at(-1)
+                  const minimum =
+                    doc === undefined
+                      ? undefined
+                      : requiredMinimum({
+                          model: profile.id,
+                          counter,
+                          systemPrompt: session.systemPrompt,
+                          ...(rules === undefined ? {} : { rules }),
+                          input: turn.user,
+                          doc,
+                          ...(lastResult === undefined
+                            ? {}
+                            : { newestFull: { callId: lastResult, result: rawResults.get(lastResult) } })
+                        })
+                  failures.push({
+                    ...where(results, what),
+                    tag: error._tag,
+                    message: error.message,
+                    refusal,
+                    ...(minimum ?? {})
+                  })
+                  return "done" as const
+                })
+              return Effect.fail(error)
             })
           )
-        }
-
-        yield* compileAt(where(0, "input"), turn.user)
-        const plan = planSteps(turn.steps)
-        const began = yield* startTurn(sid, {
-          input: turn.user,
-          ...(turn.inputKey ? { inputKey: turn.inputKey } : {})
-        })
-        let results = 0
-        const answered = new Set<string>()
-        for (const [k, step] of plan.entries()) {
-          if (turn.crash !== undefined && k === turn.crash.afterStep) {
-            // The process dies here; the client sends the same input again (same key).
-            const retried = yield* startTurn(sid, {
-              input: turn.user,
-              ...(turn.inputKey ? { inputKey: turn.inputKey } : {})
-            })
-            for (const m of (yield* load).messages)
-              for (const p of m.parts)
-                if (p._tag === "tool-result" && m.meta.turn === retried.turn) answered.add(p.callId)
-            yield* compileAt(where(results, "retry"), turn.user, retried.turn)
-          }
-          if (step.kind === "step") {
-            yield* recordStep(sid, began.turn, {
-              ...(step.text === undefined ? {} : { text: step.text }),
-              ...(step.call === undefined ? {} : { toolCall: step.call })
-            })
-          } else if (step.kind === "result") {
-            const r = step.result!
-            // A call the crash interrupted was already answered as interrupted.
-            if (answered.has(r.callId)) continue
-            yield* recordToolResult(
-              sid,
-              began.turn,
-              { callId: r.callId, name: r.name },
-              r.result as RawToolResult
-            )
-            results++
-            yield* compileAt(where(results, "step"), turn.user, began.turn)
-          } else {
-            yield* endTurn(sid, began.turn, step.text ?? "")
-          }
+        const first = yield* attempt("input")
+        if (first === "crashed") {
+          // The process died; the client sends the same input again (same key): the turn resumes.
+          retry = true
+          phase = "retry"
+          yield* attempt("retry")
         }
         checkpoints.set(n, yield* load)
-        lastUsage = turn.usage === undefined ? lastUsage : turn.usage.inputTokens + turn.usage.outputTokens
         if (options.onTurn) yield* options.onTurn(n, session.turns.length)
       }
-    }).pipe(Effect.provide(Layer.merge(layerMemory, summarizer)))
+    }).pipe(Effect.provide(services))
     yield* run
-    return { session: sid, model: profile.id, points, compactions, failures } satisfies ReplayEvidence
+    const expected = session.expect?.[profile.id]
+    return {
+      session: sid,
+      model: profile.id,
+      points,
+      compactions,
+      failures,
+      ...(expected === undefined ? {} : { expected })
+    } satisfies ReplayEvidence
   })

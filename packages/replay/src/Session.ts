@@ -92,6 +92,31 @@ export const Turn = Schema.Struct({
 })
 export type Turn = typeof Turn.Type
 
+/** What a profile is expected to do with the session (the gate fails on anything else). */
+export const ProfileExpectation = Schema.Struct({
+  /** At least this many compiles (a profile with none fails whatever this says). */
+  minCompiles: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  /**
+   * Any refusal that the required minimum justifies (it does not fit) is expected: for generated
+   * sessions, whose refusals are not known in advance. Unjustified refusals still fail.
+   */
+  justifiedRefusals: Schema.optional(Schema.Boolean),
+  /**
+   * Compiles refused with BudgetExceeded on purpose (the required minimum cannot fit): the turn,
+   * and the step (tool results before it in the turn; none: any step of the turn). Any other
+   * refusal fails the gate.
+   */
+  refusals: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        turn: Schema.Int.pipe(Schema.positive()),
+        step: Schema.optional(Schema.Int.pipe(Schema.nonNegative()))
+      })
+    )
+  )
+})
+export type ProfileExpectation = typeof ProfileExpectation.Type
+
 export const RecordedSession = Schema.Struct({
   $schema: Schema.optional(Schema.String),
   format: Schema.Literal(SESSION_FORMAT),
@@ -114,6 +139,8 @@ export const RecordedSession = Schema.Struct({
    */
   manifest: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
   turns: Schema.Array(Turn).pipe(Schema.minItems(1)),
+  /** Per replay profile (`gpt-4o`, `gpt-4`, `claude-sonnet-4-5`, `gpt-3.5-turbo`): what it must do. */
+  expect: Schema.optional(Schema.Record({ key: Schema.String, value: ProfileExpectation })),
   /** Where the session came from (the gateway's recorder fills this in). */
   recordedAt: Schema.optional(Schema.String),
   tenant: Schema.optional(Schema.String)
@@ -142,5 +169,5 @@ export const parseSession = (text: string, file: string): Either.Either<Recorded
 /** The published JSON Schema of `ctxo.session/v1`. */
 export const sessionJsonSchema = () => ({
   title: "ctxo recorded session (ctxo.session/v1)",
-  ...JSONSchema.make(Schema.encodedSchema(RecordedSession))
+  ...JSONSchema.make(RecordedSession)
 })

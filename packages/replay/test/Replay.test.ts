@@ -77,6 +77,18 @@ describe("replay", () => {
     expect(evidence.failures.every((f) => f.refusal && f.tag === "BudgetExceeded")).toBe(true)
     expect(evidence.failures.length).toBeGreaterThan(0)
     expect(check(evidence, "compiles")).toEqual([])
+    // Justified: the required minimum, counted with tiktoken, is over gpt-4's 7,372.
+    expect(check(evidence, "refusal-justified")).toEqual([])
+    expect(evidence.failures[0]!.minimum).toBeGreaterThan(7_372)
+  })
+
+  it("compiles twice (cold, another clock) to the same bytes, keeps the prefix when only the query changes, and recounts with tiktoken", async () => {
+    const evidence = await replay("fix-login-bug")
+    expect(evidence.points.every((p) => p.identicalAcrossClocks)).toBe(true)
+    expect(evidence.points.filter((p) => p.prefixStable !== undefined).length).toBeGreaterThan(0)
+    expect(evidence.points.every((p) => p.prefixStable !== false)).toBe(true)
+    for (const p of evidence.points) expect(p.recount).toBeLessThanOrEqual(p.total!)
+    expect(evidence.points.every((p) => p.rulesExpected && p.rulesPresent)).toBe(true)
   })
 
   it.each(Object.keys(breakers) as Array<BreakerName>)(
