@@ -11,21 +11,29 @@ import * as Options from "@effect/cli/Options"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Console, Effect, Option } from "effect"
+import type { Example } from "./internal/help.ts"
 import { renderTree } from "./internal/tree.ts"
 
 const file = Args.file({ name: "file", exists: "yes" }).pipe(
-  Args.withDescription("A Markdown file (blocks by heading) or a .json file (blocks by key path)")
+  Args.withDescription(
+    "A Markdown file (blocks by heading: ATX and setext, front matter skipped) or a .json file (blocks by key path)."
+  )
 )
-const json = Options.boolean("json").pipe(Options.withDescription("Print the block tree as JSON"))
-const get = Options.text("get").pipe(
+const json = Options.boolean("json").pipe(
   Options.withDescription(
-    "Print the text of one block: a heading path (Parent/Child) or a short id (^b3). A renamed heading resolves to its closest match with a warning."
+    "Print the block tree as JSON: each block's id, heading, level, line range, content and children."
+  )
+)
+const get = Options.text("get").pipe(
+  Options.withPseudoName("REF"),
+  Options.withDescription(
+    "Print the text of one block, heading and children included: a heading path (Parent/Child, `/` inside a heading written `\\/`) or a short id (^b3). A renamed heading resolves to its closest match with a warning on stderr."
   ),
   Options.optional
 )
 const syncIds = Options.boolean("sync-ids").pipe(
   Options.withDescription(
-    "Assign persistent short ids and write them to <file>.blocks.json (kept across renames)"
+    "Assign persistent short ids (b1, b2, ...) and write them to <file>.blocks.json: a renamed or moved heading keeps its id, a deleted heading's id is never reused. Prints what changed on stderr."
   )
 )
 
@@ -68,4 +76,20 @@ export const blocksCommand = Command.make("blocks", { file, json, get, syncIds }
       yield* Console.log(renderTree(args.file, blocks, toLines(content).length))
     }
   })
-).pipe(Command.withDescription("List the blocks of a Markdown or JSON file, or print one block"))
+).pipe(
+  Command.withDescription(
+    "List the blocks of a Markdown or JSON file as a tree (id, line range, short id), or print one block's text. Errors name the file, line and column, or the reference."
+  )
+)
+
+export const blocksExamples: ReadonlyArray<Example> = [
+  { says: "The block tree of a profile:", command: "ctxo blocks fixtures/docs/profile.md" },
+  {
+    says: "One block by its heading path:",
+    command: "ctxo blocks fixtures/docs/profile.md --get 基本信息/教育背景"
+  },
+  {
+    says: "Give every heading a short id, then print a block by it:",
+    command: "ctxo blocks notes.md --sync-ids && ctxo blocks notes.md --get ^b2"
+  }
+]

@@ -1,28 +1,42 @@
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import type { CompileResult } from "@ctxo/compiler/Compile"
 import { compile } from "@ctxo/compiler/Compile"
+import * as CompileCache from "@ctxo/compiler/CompileCache"
 import * as Workspace from "@ctxo/compiler/Workspace"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Layer, Option } from "effect"
+import type { Example } from "./internal/help.ts"
 import { modelsFile, registryLayer } from "./internal/models.ts"
 
 const data = Options.directory("data", { exists: "yes" }).pipe(
-  Options.withDescription("The data root: profile.md, system-prompt.md and one directory per session"),
+  Options.withPseudoName("DIR"),
+  Options.withDescription(
+    "The data root to read: profile.md, system-prompt.md, sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); pass --data fixtures/data for the example data. Nothing is written."
+  ),
   Options.withDefault("data")
 )
 const session = Options.text("session").pipe(
   Options.withAlias("s"),
-  Options.withDescription("The session id (its directory in the data root)")
+  Options.withPseudoName("ID"),
+  Options.withDescription(
+    "The session to compile: its directory name in the data root (as listed in sessions.json), e.g. code-agent-auth."
+  )
 )
 const query = Options.text("query").pipe(
   Options.withAlias("q"),
-  Options.withDescription("The new user input (default: the manifest's query)"),
+  Options.withPseudoName("TEXT"),
+  Options.withDescription(
+    "The new user input, with its inline references ([file:12:30], [file#Heading]) and @file mentions. Without it: the manifest's query, else the session's running turn."
+  ),
   Options.optional
 )
 const model = Options.text("model").pipe(
   Options.withAlias("m"),
-  Options.withDescription("The target model (default: the manifest's, else openai/gpt-4o)"),
+  Options.withPseudoName("MODEL"),
+  Options.withDescription(
+    "The target model: a registry id (openai/gpt-4o), a bare name (gpt-4o) or an alias; its window and tokenizer set the budget. Defaults to the manifest's model, else openai/gpt-4o. `ctxo models` lists them."
+  ),
   Options.optional
 )
 
@@ -40,13 +54,22 @@ const run = (args: {
     ...Option.match(args.model, { onNone: () => ({}), onSome: (m) => ({ model: m }) }),
     ...(args.format === undefined ? {} : { format: args.format })
   }).pipe(
-    Effect.provide(Layer.mergeAll(Workspace.layer(args.data), registryLayer(args.models), Tokenizer.layer()))
+    Effect.provide(
+      Layer.mergeAll(
+        Workspace.layer(args.data),
+        registryLayer(args.models),
+        Tokenizer.layer(),
+        // A compile cache owned by the command: the same output as without one, warm if it compiles again.
+        CompileCache.layer
+      )
+    )
   )
 
 const format = Options.choice("format", ["openai", "anthropic", "react", "json"]).pipe(
   Options.withAlias("f"),
+  Options.withPseudoName("FORMAT"),
   Options.withDescription(
-    "openai, anthropic or react: the request; json: the request with its budget report"
+    "What to print: openai (chat messages), anthropic (Messages API: one system, alternating roles) or react (the ReAct text) prints the request in that format; json prints the whole result: the request, its layers, the budget report with every unit and cut, the prefix hash. Defaults to the format of the model's provider."
   ),
   Options.optional
 )
@@ -69,7 +92,27 @@ export const compileCommand = Command.make(
       const { composition: _, state: __, ...rest } = result
       yield* Console.log(JSON.stringify(chosen === "json" ? rest : result.request, null, 2))
     })
-).pipe(Command.withDescription("Compile a session's next request for a model and print it as JSON"))
+).pipe(
+  Command.withDescription(
+    "Compile a session's next request for a model, under the model's token budget, and print it as JSON (the request only, or with --format json the budget report too). Reads the data root, writes nothing."
+  )
+)
+
+export const compileExamples: ReadonlyArray<Example> = [
+  {
+    says: "The request the example session would send next, for its own model:",
+    command: "ctxo compile --data fixtures/data --session code-agent-auth"
+  },
+  {
+    says: "A new question, compiled for another model in Anthropic's format:",
+    command:
+      "ctxo compile --data fixtures/data -s code-agent-auth -q 'What does src/auth.ts do?' -m claude-sonnet-4-5 -f anthropic"
+  },
+  {
+    says: "The budget report (layers, units, cuts) as JSON, for jq:",
+    command: "ctxo compile --data fixtures/data -s code-agent-auth -f json | jq .report"
+  }
+]
 
 const bar = (tokens: number, available: number, width = 30) => {
   const filled = available === 0 ? 0 : Math.round((tokens / available) * width)
@@ -107,6 +150,17 @@ export const previewCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Show what a compile puts in: layers, tokens, a bar per layer, and every cut with its reason"
+    "Show what a compile puts in, for a person: the model and its budget, each layer with its tokens and a bar, the static prefix, and every cut with its reason. Takes the options of compile."
   )
 )
+
+export const previewExamples: ReadonlyArray<Example> = [
+  {
+    says: "The layers of the example code-agent session and what was cut:",
+    command: "ctxo preview --data fixtures/data --session code-agent-auth"
+  },
+  {
+    says: "The same session on a small model, with a models file that defines it:",
+    command: "ctxo preview --data fixtures/data -s code-agent-auth -m acme/small --models models.json"
+  }
+]

@@ -1,5 +1,5 @@
 /**
- * `ctxo replay <files or dirs> [--models a,b] [--dump DIR] [--report FILE] [--concurrency N]`:
+ * `ctxo replay <files or dirs> [--profiles a,b] [--models FILE] [--dump DIR] [--report FILE] [--concurrency N]`:
  * replays recorded sessions turn by turn for each model profile and checks the invariants of
  * design.md at every compile. Exit code 1 on any violation, each named with its session, turn,
  * model and invariant and an excerpt. Replays run on `--concurrency` worker threads.
@@ -19,34 +19,45 @@ import * as Options from "@effect/cli/Options"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { Console, Effect, Layer, Option } from "effect"
+import type { Example } from "./internal/help.ts"
+import { modelsFileOption } from "./internal/models.ts"
 
 const paths = Args.path({ name: "sessions" }).pipe(
-  Args.withDescription("Session files (ctxo.session/v1) or directories of them"),
+  Args.withDescription(
+    "Recorded session files (ctxo.session/v1 JSON) or directories of them (every .json inside)."
+  ),
   Args.atLeast(1)
 )
-const models = Options.text("models").pipe(
+const profiles = Options.text("profiles").pipe(
+  Options.withPseudoName("LIST"),
   Options.withDescription(
-    `Model profiles, comma separated (default: ${defaultProfiles.map((p) => p.id).join(",")}); any registry model name works, Claude models render the Anthropic format`
+    `The model profiles to replay each session for, comma separated. Defaults to ${defaultProfiles.map((p) => p.id).join(",")}. Any registry model name works; Claude models render the Anthropic format, the rest OpenAI's.`
   ),
   Options.optional
 )
 const dump = Options.directory("dump").pipe(
-  Options.withDescription("Write DIR/<session>/<model>/turn-<k>.json for every compile"),
+  Options.withPseudoName("DIR"),
+  Options.withDescription(
+    "Write every compiled request to DIR/<session>/<model>/turn-<k>[-step-<s>][-retry].json (request, layers, tokens, window, reserve)."
+  ),
   Options.optional
 )
 const report = Options.file("report").pipe(
-  Options.withDescription("Write the JSON report to FILE and the Markdown report beside it (FILE.md)"),
+  Options.withPseudoName("FILE"),
+  Options.withDescription(
+    "Write the JSON report (every run, its compiles, compactions, refusals and violations) to FILE and the Markdown report beside it (FILE without .json, plus .md)."
+  ),
   Options.optional
 )
 const concurrency = Options.integer("concurrency").pipe(
+  Options.withPseudoName("N"),
   Options.withDescription(
-    "Worker threads replaying in parallel (default 1: in this thread). Each worker starts its own runtime and tokenizers (about 2.5 s), so workers pay off for suites that take minutes on machines with cores to spare"
+    "Worker threads replaying in parallel. Defaults to 1: in this thread. Each worker starts its own runtime and tokenizers (about 2.5 s), so workers pay off for suites that take minutes on machines with cores to spare."
   ),
   Options.withDefault(1)
 )
-const modelsFile = Options.file("models-file", { exists: "yes" }).pipe(
-  Options.withDescription("A JSON file of model overrides (the format of `ctxo models --models FILE`)"),
-  Options.optional
+const modelsFile = modelsFileOption(
+  "To choose the models to replay for, use --profiles gpt-4o,claude-sonnet-4-5."
 )
 
 export class ReplayFailed extends Error {
@@ -62,14 +73,14 @@ const profileOf = (name: string): Profile =>
 
 export const replayCommand = Command.make(
   "replay",
-  { paths, models, dump, report, concurrency, modelsFile },
+  { paths, profiles, models: modelsFile, dump, report, concurrency },
   (args) =>
     Effect.gen(function* () {
       const fs = yield* FileSystem.FileSystem
       const path = yield* Path.Path
       const loaded = yield* loadSessions(args.paths)
       const sessions = loaded.map((l) => l.session)
-      const profiles = Option.match(args.models, {
+      const chosen = Option.match(args.profiles, {
         onNone: () => defaultProfiles,
         onSome: (list) =>
           list
@@ -88,15 +99,15 @@ export const replayCommand = Command.make(
         if (done === total) process.stderr.write("\n")
       }
       const dumpDir = Option.getOrUndefined(args.dump)
-      const modelsFiles = Option.isSome(args.modelsFile)
-        ? [{ origin: args.modelsFile.value, text: yield* fs.readFileString(args.modelsFile.value) }]
+      const modelsFiles = Option.isSome(args.models)
+        ? [{ origin: args.models.value, text: yield* fs.readFileString(args.models.value) }]
         : []
       const result =
         args.concurrency > 1
           ? // Each worker is this script again, on its own thread (main.ts hands it to runReplayWorker).
             yield* runParallel({
               sessions,
-              profiles,
+              profiles: chosen,
               workers: args.concurrency,
               workerUrl: pathToFileURL(process.argv[1]!),
               modelsFiles,
@@ -105,7 +116,7 @@ export const replayCommand = Command.make(
             })
           : yield* runAll({
               sessions,
-              profiles,
+              profiles: chosen,
               onDone: (done, total) => Effect.sync(() => progress(done, total)),
               ...(dumpDir === undefined ? {} : { onCompiled: dumpTo(dumpDir) })
             }).pipe(
@@ -131,6 +142,19 @@ export const replayCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Replay recorded sessions for several models and check the invariants at every turn (exit 1 on a violation)"
+    "Replay recorded sessions turn by turn for several model profiles and check the context invariants at every compile. Prints each violation (session, turn, model, invariant, excerpt) and a summary; exits 1 on any violation."
   )
 )
+
+export const replayExamples: ReadonlyArray<Example> = [
+  { says: "Every recorded session, for the default profiles:", command: "ctxo replay fixtures/sessions" },
+  {
+    says: "One session for gpt-4o only, dumping every compiled request and writing the reports:",
+    command:
+      "ctxo replay fixtures/sessions/crash-and-retry.json --profiles gpt-4o --dump /tmp/dump --report /tmp/replay/report.json"
+  },
+  {
+    says: "A custom model defined in a models file, on 4 worker threads:",
+    command: "ctxo replay fixtures/sessions --profiles acme/small --models models.json --concurrency 4"
+  }
+]

@@ -3,10 +3,10 @@
  * real files in a temporary directory.
  */
 
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { ctxo as run } from "./ctxo.ts"
 
 const ctxo = (...args: Array<string>) => run(args)
@@ -21,8 +21,13 @@ const profile = `# 基本信息
 深入理解分布式系统原理
 `
 
+const temps: Array<string> = []
+afterAll(() => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
+})
 const workspace = () => {
   const dir = mkdtempSync(join(tmpdir(), "ctxo-cli-"))
+  temps.push(dir)
   const file = join(dir, "profile.md")
   writeFileSync(file, profile)
   return { dir, file }

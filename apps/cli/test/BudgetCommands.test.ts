@@ -2,14 +2,15 @@
  * `ctxo count` and `ctxo models` as a user runs them: the bundled CLI in a real process.
  */
 
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { get_encoding } from "tiktoken"
 import { ctxo } from "./ctxo.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "ctxo-count-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
 const text = "基本信息：25岁，计算机专业研究生。<|endoftext|> is plain text in a file.\n".repeat(20)
 const file = join(dir, "notes.md")
 writeFileSync(file, text)

@@ -54,7 +54,7 @@ describe("ctxo compile", () => {
       "see [../profile.md:1:3]"
     ])
     expect(ref.code).toBe(1)
-    expect(ref.stderr).toContain("the path leaves the session directory")
+    expect(ref.stderr).toContain("[../profile.md:1:3]: leaves its directory (..)")
     const format = await ctxo(["compile", "--data", data, "-s", "notebook-physics", "-f", "xml"])
     expect(format.code).toBe(1)
   })

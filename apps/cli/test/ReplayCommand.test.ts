@@ -1,20 +1,29 @@
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { ctxo } from "./ctxo.ts"
 
 const sessions = fileURLToPath(new URL("../../../fixtures/sessions", import.meta.url))
+const temps: Array<string> = []
+const tempDir = (prefix: string) => {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  temps.push(dir)
+  return dir
+}
+afterAll(() => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
+})
 
 describe("ctxo replay", () => {
   it("replays sessions for the chosen profiles, dumps every compile and writes both reports", async () => {
-    const out = mkdtempSync(join(tmpdir(), "ctxo-replay-"))
+    const out = tempDir("ctxo-replay-")
     const run = await ctxo([
       "replay",
       join(sessions, "crash-and-retry.json"),
       join(sessions, "tree-context.json"),
-      "--models",
+      "--profiles",
       "gpt-4o,claude-sonnet-4-5",
       "--dump",
       join(out, "dump"),
@@ -43,7 +52,7 @@ describe("ctxo replay", () => {
   })
 
   it("exits 1 naming the file and field of an invalid session", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "ctxo-replay-bad-"))
+    const dir = tempDir("ctxo-replay-bad-")
     writeFileSync(
       join(dir, "bad.json"),
       JSON.stringify({ format: "ctxo.session/v1", id: "bad", policy: "code-agent" })
