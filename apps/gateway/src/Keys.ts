@@ -1,5 +1,6 @@
 /** API keys from `CTXO_API_KEYS` (`key1:tenantA,key2:tenantB`) and the JSON file `CTXO_API_KEYS_FILE` names. */
 import { readFileSync } from "node:fs"
+import { clipFile, clipSentence, firstProblem } from "@ctxo/store/DecodeError"
 import { Effect, Option, Redacted, Schema } from "effect"
 
 export const TENANT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
@@ -9,7 +10,7 @@ export class InvalidKeys extends Schema.TaggedError<InvalidKeys>("@ctxo/gateway/
   reason: Schema.String
 }) {
   override get message() {
-    return `Invalid API keys in ${this.source}: ${this.reason}`
+    return clipSentence(`Invalid API keys in ${clipFile(this.source)}: ${this.reason}`)
   }
 }
 
@@ -51,7 +52,10 @@ export const readKeys = (list: Option.Option<Redacted.Redacted<string>>, file: O
         }).pipe(
           Effect.flatMap((text) =>
             Schema.decodeUnknown(Schema.parseJson(KeysFile))(text).pipe(
-              Effect.mapError((e) => new InvalidKeys({ source: file.value, reason: e.message }))
+              Effect.mapError((e) => {
+                const { path, problem } = firstProblem(e)
+                return new InvalidKeys({ source: file.value, reason: `${path}: ${problem}` })
+              })
             )
           ),
           Effect.map((f) => f.keys)

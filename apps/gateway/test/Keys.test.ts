@@ -23,6 +23,14 @@ describe("API keys", () => {
     expect(short.message).toContain("at least 16 characters")
     const badTenant = await Effect.runPromise(Effect.flip(parseKeyList("long-enough-key-0123:../etc")))
     expect(badTenant.message).toContain("not a valid name")
+    // A malformed keys file: one sentence naming the file and the field, never the key or the schema.
+    writeFileSync(
+      file,
+      JSON.stringify({ keys: [{ key: "file-key-0123456789", tenant: "initech" }, { key: 5 }] })
+    )
+    const bad = await Effect.runPromise(Effect.flip(readKeys(Option.none(), Option.some(file))))
+    expect(bad.message).toMatch(/^Invalid API keys in .*keys\.json: keys\[1\]\.key: expected string, got 5$/)
+    expect(bad.message).not.toContain("file-key-0123456789")
   })
 
   it("matches keys by hash, gives each tenant its own data root, and knows the admin key", () => {

@@ -1,3 +1,4 @@
+import { clipFile, clipSentence } from "@ctxo/store/DecodeError"
 import { Schema } from "effect"
 
 /** A JSON file that does not parse. Names the file, the 1-based line and column, and what is wrong. */
@@ -37,6 +38,6 @@ export class InvalidSidecar extends Schema.TaggedError<InvalidSidecar>("@ctxo/bl
   }
 ) {
   override get message(): string {
-    return `Invalid block id sidecar ${this.file}: ${this.reason}`
+    return clipSentence(`Invalid block id sidecar ${clipFile(this.file)}: ${this.reason}`)
   }
 }

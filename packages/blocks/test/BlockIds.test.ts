@@ -99,7 +99,10 @@ describe("syncBlockIds", () => {
     const bad = Either.flip(decodeSidecar('{"format":"other"}', "profile.md.blocks.json")).pipe(
       Either.getOrThrow
     )
-    expect(bad.message).toMatch(/^Invalid block id sidecar profile\.md\.blocks\.json: /)
+    expect(bad.message).toMatch(
+      /^Invalid block id sidecar profile\.md\.blocks\.json: format: expected [^\n]+$/
+    )
+    expect(bad.message.length).toBeLessThanOrEqual(300)
     const notJson = Either.flip(decodeSidecar("{", "profile.md.blocks.json")).pipe(Either.getOrThrow)
     expect(notJson._tag).toBe("InvalidSidecar")
   })

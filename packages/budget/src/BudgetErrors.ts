@@ -1,3 +1,4 @@
+import { clipFile, clipSentence } from "@ctxo/store/DecodeError"
 import { Schema } from "effect"
 import { BudgetReport } from "./BudgetReport.ts"
 
@@ -23,7 +24,7 @@ export class InvalidModelConfig extends Schema.TaggedError<InvalidModelConfig>(
   reason: Schema.String
 }) {
   override get message(): string {
-    return `Invalid model configuration in ${this.origin}: ${this.reason}`
+    return clipSentence(`Invalid model configuration in ${clipFile(this.origin)}: ${this.reason}`)
   }
 }
 

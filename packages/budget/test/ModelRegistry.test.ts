@@ -128,6 +128,15 @@ describe("ModelRegistry", () => {
     const parsed = Either.flip(
       ModelRegistry.parseModelsConfig('{"models":{"a/b":{"contextWindow":-5}}}', "CTXO_MODELS")
     ).pipe(Either.getOrThrow)
-    expect(parsed.message).toMatch(/^Invalid model configuration in CTXO_MODELS: .*contextWindow/s)
+    // One sentence naming the origin and the JSON path, never the schema.
+    expect(parsed.message).toMatch(
+      /^Invalid model configuration in CTXO_MODELS: models\["a\/b"\]\.contextWindow: [^\n]+$/
+    )
+    expect(parsed.message.length).toBeLessThanOrEqual(300)
+    const notJson = Either.flip(ModelRegistry.parseModelsConfig("{models:", "models.json")).pipe(
+      Either.getOrThrow
+    )
+    expect(notJson.message).toMatch(/^Invalid model configuration in models\.json: \(root\): not valid JSON/)
+    expect(notJson.message.length).toBeLessThanOrEqual(300)
   })
 })

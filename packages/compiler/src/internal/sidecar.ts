@@ -3,24 +3,21 @@
  * workspace: short ids (`^b3`) and old names of renamed headings resolve with it. No sidecar is
  * fine; a malformed one is an `UnresolvedReference` whose reason is one readable sentence.
  */
-import { BlockIdSidecar, sidecarPath } from "@ctxo/blocks/BlockIds"
-import { firstProblem } from "@ctxo/store/DecodeError"
-import { Effect, Either, Schema } from "effect"
+import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
+import * as BlockIds from "@ctxo/blocks/BlockIds"
+import { Effect, Either } from "effect"
 import type * as CompileCache from "../CompileCache.ts"
 import { UnresolvedReference } from "../CompilerErrors.ts"
 
-const decode = Schema.decodeUnknownEither(Schema.parseJson(BlockIdSidecar))
+const { sidecarPath } = BlockIds
 
-/** A sidecar's text decoded; `file` names it in the error. */
+/** A sidecar's text decoded (the blocks package's rule); `file` names it in the error. */
 export const decodeSidecar = (
   text: string,
   file: string
 ): Either.Either<BlockIdSidecar, UnresolvedReference> =>
-  decode(text).pipe(
-    Either.mapLeft((error) => {
-      const { path, problem } = firstProblem(error)
-      return new UnresolvedReference({ ref: file, kind: "invalid", reason: `${path}: ${problem}` })
-    })
+  BlockIds.decodeSidecar(text, file).pipe(
+    Either.mapLeft((error) => new UnresolvedReference({ ref: file, kind: "invalid", reason: error.reason }))
   )
 
 /**
