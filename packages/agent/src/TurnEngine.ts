@@ -439,7 +439,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             // An input that cannot fit with what every compile must carry (the system prompt, the
             // rules, the pinned turns, which compaction never archives) is refused before anything
             // is archived or recorded.
-            yield* provide(
+            const required = yield* provide(
               compiler.compile({
                 sessionId: sid,
                 manifest,
@@ -459,6 +459,11 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 model: { id: model.id, contextWindow: options.compaction?.window ?? model.contextWindow },
                 ...(options.compaction === undefined ? {} : { settings: options.compaction }),
                 count: counter.count,
+                // What the turn's requests carry besides the history compaction plans: history
+                // kept beside it, with the summary's room, stays under the trigger.
+                fixedTokens: required.layers
+                  .filter((l) => l.id !== "checkpoint_messages" && l.id !== "compression__context")
+                  .reduce((n, l) => n + l.tokens, 0),
                 onEvent: (event) => compactionEvent(event, emit)
               })
             )

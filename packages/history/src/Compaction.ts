@@ -21,7 +21,7 @@ import type { HistoryError } from "./HistoryErrors.ts"
 import { HistoryStore } from "./HistoryStore.ts"
 import { historyView } from "./HistoryView.ts"
 import type { HistoryDocument, Message, Summary } from "./Message.ts"
-import { Summarizer } from "./Summarizer.ts"
+import { FILE_SYSTEM_STATE_HEADING, Summarizer, withFileSystemState } from "./Summarizer.ts"
 import type { Turn } from "./Turns.ts"
 import { turnsOf } from "./Turns.ts"
 
@@ -80,6 +80,71 @@ export const messageText = (message: Message): string =>
           : JSON.stringify({ status: p.status, data: p.data, error: p.error })
     )
     .join("\n")
+
+/**
+ * What a message costs in a request beyond its text: a chat API frames each message (about 4
+ * tokens) and each tool call or result (its id and type, about 8). Planning without it keeps more
+ * than fits when turns are many and small.
+ */
+const framingOf = (message: Message): number =>
+  4 + 8 * message.parts.reduce((n, p) => n + (p._tag === "text" ? 0 : 1), 0)
+
+/**
+ * A summary within the room compaction kept for it (`max` tokens), so the history it leaves stays
+ * under the trigger: the oldest completed milestones give way first (a line says how many and
+ * that the archived messages keep them), then the text is cut at a line, marked. The File System
+ * State section is kept whole while it fits.
+ */
+export const fitSummary = (text: string, max: number, count: (text: string) => number): string => {
+  if (count(text) <= max) return text
+  const lines = text.split("\n")
+  const milestones = lines.flatMap((l, i) => (/^\* \[✓\]/.test(l) ? [i] : []))
+  const without = (k: number) => {
+    const dropped = new Set(milestones.slice(0, k))
+    const note = `* [✓] … ${k} earlier milestone${k === 1 ? "" : "s"} left out to keep this summary within ${max} tokens (the archived messages keep them)`
+    return lines.flatMap((l, i) => (i === milestones[0] ? [note] : dropped.has(i) ? [] : [l])).join("\n")
+  }
+  // The fewest milestones dropped that fit: a binary search (fewer dropped, more tokens).
+  if (milestones.length > 0 && count(without(milestones.length)) <= max) {
+    let lo = 1
+    let hi = milestones.length
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (count(without(mid)) <= max) hi = mid
+      else lo = mid + 1
+    }
+    return without(lo)
+  }
+  // Still over: the head of the summary, cut at a line, and the File System State section whole.
+  const all = milestones.length > 0 ? without(milestones.length).split("\n") : lines
+  const fs = all.findIndex((l) => l.startsWith(FILE_SYSTEM_STATE_HEADING))
+  const base = fs === -1 ? all : all.slice(0, fs)
+  const tail = fs === -1 ? [] : all.slice(fs)
+  const marker = `… (cut to keep this summary within ${max} tokens; the archived messages keep the rest)`
+  const cut = (n: number, m: number) =>
+    [...base.slice(0, n), marker, ...(m > 0 ? ["", ...tail.slice(0, m)] : [])].join("\n")
+  /** The largest k in 0..hi with fits(k), fits being monotone. */
+  const largest = (fits: (k: number) => boolean, hi: number) => {
+    let lo = 0
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1
+      if (fits(mid)) lo = mid
+      else hi = mid - 1
+    }
+    return lo
+  }
+  const head = Math.min(2, base.length) // the title and the range it covers
+  if (count(cut(head, tail.length)) <= max)
+    return cut(
+      largest((n) => count(cut(n, tail.length)) <= max, base.length),
+      tail.length
+    )
+  // The File System State alone is over: the title, and as many of its lines as fit.
+  return cut(
+    head,
+    largest((m) => count(cut(head, m)) <= max, tail.length)
+  )
+}
 
 export interface CompactionPlan {
   readonly archive: ReadonlyArray<Message>
@@ -202,6 +267,12 @@ export interface CompactOptions {
   readonly settings?: Partial<CompactionSettings>
   /** Token counter for the remaining-size check and budget-limited selection (default length / 3). */
   readonly count?: (text: string) => number
+  /**
+   * Tokens every request of the turn carries besides history (system prompt, rules, pinned turns,
+   * other contexts, the input), as a compile counts them; the history kept must fit beside them.
+   * Default: the input alone, estimated as length / 3.
+   */
+  readonly fixedTokens?: number
   readonly onEvent?: (event: CompactionEvent) => Effect.Effect<void>
   readonly now?: string
 }
@@ -233,23 +304,23 @@ export const compact = (
     })
     if (!decision.trigger) return { status: "not-needed", decision, stillOver: false, events } as const
 
-    const inputEstimate = Math.ceil(options.input.length / 3)
+    const fixed = options.fixedTokens ?? Math.ceil(options.input.length / 3)
     const summariesTokens = doc.compression.reduce((n, s) => n + count(s.text), 0)
     // Room for the summary about to be written: a third of the trigger, at most 2,000 tokens.
     const summaryReserve = Math.min(2_000, Math.floor(decision.threshold / 3))
     const plan = planCompaction(doc, {
       keepTurns: settings.keepTurns,
       ...(options.exceptTurn === undefined ? {} : { exceptTurn: options.exceptTurn }),
-      budget: Math.max(0, decision.threshold - inputEstimate - summariesTokens - summaryReserve),
-      countMessage: (m) => count(messageText(m))
+      budget: Math.max(0, decision.threshold - fixed - summariesTokens - summaryReserve),
+      countMessage: (m) => count(messageText(m)) + framingOf(m)
     })
 
     const remainingAfter = (next: HistoryDocument) => {
       const view = historyView(next)
       return (
-        view.messages.reduce((n, m) => n + count(messageText(m)), 0) +
+        view.messages.reduce((n, m) => n + count(messageText(m)) + framingOf(m), 0) +
         view.summaries.reduce((n, s) => n + count(s.text), 0) +
-        inputEstimate
+        fixed
       )
     }
     const reportIfOver = (remaining: number) =>
@@ -296,7 +367,8 @@ export const compact = (
       onNone: () => undefined,
       onSome: (text) => ({
         id: summaryId,
-        text,
+        // Whatever the summarizer wrote, the File System State is filled from the tool calls.
+        text: fitSummary(withFileSystemState(text, plan.archive), summaryReserve, count),
         fromTurn,
         toTurn,
         messageCount: plan.archive.length,

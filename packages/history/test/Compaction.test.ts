@@ -7,6 +7,7 @@ import { Chunk, Effect, Either, Fiber, Layer, Stream, TestClock } from "effect"
 import {
   compact,
   compactStream,
+  fitSummary,
   messageText,
   planCompaction,
   shouldCompact,
@@ -78,6 +79,57 @@ describe("planCompaction", () => {
     expect(plan.note).toBe(`kept ${plan.keptTurns.length} whole turns instead of 10: no more fit 1000 tokens`)
     const kept = doc.messages.filter((m) => plan.keptTurns.includes(m.meta.turn))
     expect(kept.reduce((n, m) => n + count(m), 0)).toBeLessThanOrEqual(1_000)
+  })
+})
+
+describe("fitSummary", () => {
+  const count = (text: string) => Math.ceil(text.length / 4)
+  const summary = (milestones: number, files: number) =>
+    [
+      "## 📌 Archived Session Summary",
+      "*(Contains context from turn 1 to turn 90)*",
+      "",
+      "### 🎯 Objectives & Status",
+      "* **Original Goal**: fix the login bug",
+      "",
+      '### ✅ Completed Milestones (The "Done" Pile)',
+      ...Array.from(
+        { length: milestones },
+        (_, i) => `* [✓] step ${i + 1} of the migration - done and tested`
+      ),
+      "",
+      Summarizer.FILE_SYSTEM_STATE_HEADING,
+      "*(Modified files in this archive segment)*",
+      ...Array.from({ length: files }, (_, i) => `* \`src/file${i}.ts\`: written.`)
+    ].join("\n")
+
+  it("leaves a summary that fits alone", () => {
+    const text = summary(3, 2)
+    expect(fitSummary(text, 1_000, count)).toBe(text)
+  })
+
+  it("drops the oldest milestones first, says how many, and keeps the title and the File System State", () => {
+    const fitted = fitSummary(summary(200, 3), 600, count)
+    expect(count(fitted)).toBeLessThanOrEqual(600)
+    expect(fitted).toContain("## 📌 Archived Session Summary")
+    expect(fitted).toContain("`src/file2.ts`: written.")
+    expect(fitted).toContain("step 200 of the migration")
+    expect(fitted).not.toContain("step 1 of the migration")
+    expect(fitted).toMatch(
+      /\* \[✓\] … \d+ earlier milestones left out to keep this summary within 600 tokens/
+    )
+  })
+
+  it("cuts at a line, marked, keeping the title and as much of the File System State as fits", () => {
+    const fitted = fitSummary(summary(0, 400), 300, count)
+    expect(count(fitted)).toBeLessThanOrEqual(300)
+    expect(
+      fitted.startsWith("## 📌 Archived Session Summary\n*(Contains context from turn 1 to turn 90)*")
+    ).toBe(true)
+    expect(fitted).toContain(
+      "… (cut to keep this summary within 300 tokens; the archived messages keep the rest)"
+    )
+    expect(fitted).toContain(Summarizer.FILE_SYSTEM_STATE_HEADING)
   })
 })
 
