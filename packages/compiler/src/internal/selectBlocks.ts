@@ -200,11 +200,14 @@ export const selectBlocks = (options: {
     }
     return u
   }
+  /** A turn's smallest form: reduced, unless its placeholders take more than the results they replace. */
   const reducedOf = (t: Turn) => {
     let u = reducedUnits.get(t)
     if (u === undefined) {
       const r = reduced(t)
-      u = r === t ? wholeOf(t) : counting.turn(r, "recent_history", { reduced: true })
+      const whole = wholeOf(t)
+      u = r === t ? whole : counting.turn(r, "recent_history", { reduced: true })
+      if (u.tokens >= whole.tokens) u = whole
       reducedUnits.set(t, u)
     }
     return u
