@@ -315,6 +315,19 @@ describe("errors", () => {
   })
   afterAll(() => gw.close())
 
+  it("decodes a config write with the contract: a body that is not an object is a 400, and nothing is written", async () => {
+    const path = "/api/sessions/code-agent-auth/config"
+    const before = await send(gw, "GET", path)
+    for (const body of ["[1, 2]", '"text"', "null", "42"]) {
+      const res = await send(gw, "PUT", path, { headers: jsonHeaders(), body })
+      expect(res.status, body).toBe(400)
+    }
+    const bad = await send(gw, "PUT", path, { headers: jsonHeaders(), body: JSON.stringify({ policy: "fancy" }) })
+    expect(bad.status).toBe(422)
+    expect(bad.json).toMatchObject({ error: { tag: "InvalidManifest" } })
+    expect((await send(gw, "GET", path)).json).toEqual(before.json)
+  })
+
   it("gives an unknown model 404 on /api and /v1 (OpenAI's model_not_found there)", async () => {
     const v1 = await send(gw, "POST", "/v1/chat/completions", {
       headers: jsonHeaders(),

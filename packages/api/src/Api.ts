@@ -35,6 +35,10 @@ const strict = <A, I>(schema: Schema.Schema<A, I>) =>
   schema.annotations({ parseOptions: { onExcessProperty: "error" } })
 
 const SessionPath = Schema.Struct({ id: Schema.String })
+/** A JSON object (a manifest: its fields are checked by the compiler's manifest schema, 422 naming the field). */
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+  identifier: "JsonObject"
+})
 const Line = Schema.NumberFromString.pipe(Schema.int(), Schema.positive())
 
 export const CreateSession = strict(
@@ -236,7 +240,7 @@ export class ContextGroup extends HttpApiGroup.make("context")
     HttpApiEndpoint.put("putConfig", "/api/sessions/:id/config")
       .setPath(SessionPath)
       .setHeaders(Schema.Struct({ "if-match": Schema.optional(Schema.String) }))
-      .setPayload(Schema.Unknown)
+      .setPayload(JsonObject)
       .addSuccess(FileInfo)
       .annotate(OpenApi.Summary, "Write the session's context-config.json (validated)")
   )
@@ -287,8 +291,6 @@ export const ModelList = Schema.Struct({
   object: Schema.Literal("list"),
   data: Schema.Array(Model)
 }).annotations({ identifier: "ModelList" })
-
-const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 export const StatelessCompile = strict(
   Schema.Struct({
