@@ -9,6 +9,8 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
+import { encodeSidecar, syncBlockIds } from "@ctxo/blocks/BlockIds"
+import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
 import type { HistoryDocument } from "@ctxo/history/Message"
 import { Option } from "effect"
 import OpenAI from "openai"
@@ -496,4 +498,114 @@ describe("deleting a session while its turn runs", () => {
     expect(fresh.events[0]).toMatchObject({ event: "turn", data: { turn: 1, resumed: false } })
     expect(recordedOf(sid)).toEqual(["a new beginning", (fresh.events.at(-1)!.data as { text: string }).text])
   }, 30_000)
+})
+
+describe("the manifest's budget shares and short block ids, through the gateway", () => {
+  const knowledge = "# Raft\nLeader election and log replication.\n\n# Paxos\nSingle-decree consensus.\n"
+  const manifest = (shares?: Record<string, number>) =>
+    JSON.stringify({
+      policy: "notebook",
+      model: "gpt-4o",
+      knowledge: [{ path: "kb.md" }],
+      ...(shares === undefined ? {} : { budget: { shares } })
+    })
+
+  it("a share of 0 takes that layer out of the preview and of what the model receives, and the report says why", async () => {
+    const sid = "engine-shares"
+    await createSession(gw, sid)
+    await writeFile(gw, sid, "kb.md", knowledge)
+    await writeFile(gw, sid, "context-config.json", manifest())
+    const open = await preview(gw, sid, "Compare them.")
+    expect(open.status, open.text).toBe(200)
+    expect(open.text).toContain("Leader election")
+
+    await writeFile(gw, sid, "context-config.json", manifest({ knowledge: 0 }))
+    const off = await preview(gw, sid, "Compare them.")
+    expect(off.status, off.text).toBe(200)
+    expect(JSON.stringify(off.json?.request)).not.toContain("Leader election")
+    const report = (
+      off.json as { report?: { units: ReadonlyArray<{ source: string; status: string; reason?: string }> } }
+    ).report
+    expect(report?.units.filter((u) => u.source === "knowledge").map((u) => [u.status, u.reason])).toEqual([
+      ["dropped", "knowledge has a share of 0 in the configured shares, so it gets no tokens"],
+      ["dropped", "knowledge has a share of 0 in the configured shares, so it gets no tokens"]
+    ])
+    const before = gw.upstream.requests.length
+    await client.chat.completions.create(
+      { model: "gpt-4o", messages: [{ role: "user", content: "Compare them." }] },
+      { headers: { "X-Ctxo-Session": sid } }
+    )
+    expect(gw.upstream.requests.length).toBe(before + 1)
+    expect(JSON.stringify(gw.upstream.requests.at(-1)?.body)).not.toContain("Leader election")
+  })
+
+  it("a short id (^bN) from a file's sidecar resolves in a /v1 message and in the manifest's references", async () => {
+    const sid = "engine-short-ids"
+    await createSession(gw, sid)
+    const notes = "# Plan\nShip the compiler.\n\n# Risks\nThe budget is tight.\n"
+    const ids = syncBlockIds(parseMarkdownBlocks(notes, "notes.md"), undefined, "notes.md")
+    const risks = `^${ids.sidecar.blocks.find((b) => b.path === "Risks")!.id}`
+    await writeFile(gw, sid, "notes.md", notes)
+    await writeFile(gw, sid, "notes.md.blocks.json", encodeSidecar(ids.sidecar))
+    await writeFile(gw, sid, "context-config.json", JSON.stringify({ policy: "notebook", model: "gpt-4o" }))
+    const before = gw.upstream.requests.length
+    await client.chat.completions.create(
+      { model: "gpt-4o", messages: [{ role: "user", content: `What worries us in [notes.md#${risks}]?` }] },
+      { headers: { "X-Ctxo-Session": sid } }
+    )
+    expect(gw.upstream.requests.length).toBe(before + 1)
+    expect(JSON.stringify(gw.upstream.requests.at(-1)?.body)).toContain("The budget is tight.")
+    expect(JSON.stringify(gw.upstream.requests.at(-1)?.body)).not.toContain("Ship the compiler.")
+
+    await writeFile(
+      gw,
+      sid,
+      "context-config.json",
+      JSON.stringify({
+        policy: "notebook",
+        model: "gpt-4o",
+        query: "And now?",
+        references: [{ path: "notes.md", block: risks }]
+      })
+    )
+    const shown = await preview(gw, sid)
+    expect(shown.status, shown.text).toBe(200)
+    expect(JSON.stringify(shown.json?.request)).toContain("The budget is tight.")
+  })
+})
+
+describe("/v1 session mode compacts like the chat", () => {
+  it("archives the older turns into a summary when the reported usage reaches the trigger, and the next request carries it", async () => {
+    const sid = "engine-v1-compacts"
+    await createSession(gw, sid)
+    const ask = (content: string) =>
+      client.chat.completions.create(
+        { model: "gpt-4o", messages: [{ role: "user", content }] },
+        { headers: { "X-Ctxo-Session": sid } }
+      )
+    for (let i = 1; i <= 12; i++) await ask(`step ${i} of the long task`)
+    // The provider reports a nearly full window (gpt-4o: 128k, trigger at 80%).
+    gw.upstream.script({
+      type: "text",
+      text: "ok",
+      usage: { prompt_tokens: 110_000, completion_tokens: 100 }
+    })
+    await ask("step 13 of the long task")
+    await ask("step 14 of the long task")
+    const doc = history(gw, sid)
+    expect(doc.compression).toHaveLength(1)
+    const archived = [
+      ...new Set(doc.messages.filter((m) => m.meta.archivedBy !== undefined).map((m) => m.meta.turn))
+    ]
+    expect(archived).toEqual([1, 2, 3])
+    // The summary reached the model, and the archived turns did not.
+    const sent = (gw.upstream.requests.at(-1)?.body as { messages: Sent }).messages
+    expect(sent.some((m) => m.role === "system" && contentOf(m).includes("Archived Session Summary"))).toBe(
+      true
+    )
+    const asked = sent.filter((m) => m.role === "user").map(contentOf)
+    expect(asked).not.toContain("step 1 of the long task")
+    expect(asked).toContain("step 4 of the long task")
+    expect(asked.at(-1)).toBe("step 14 of the long task")
+  })
 })
