@@ -19,7 +19,7 @@ export default async ({ vars }: { vars: { recording: string } }) => {
     parseSession(readFileSync(resolve(root, vars.recording), "utf8"), vars.recording)
   )
   const last = session.turns.length
-  let request: CompileResult["request"] | undefined
+  let compiled: CompileResult | undefined
   await Effect.runPromise(
     replaySession(
       session,
@@ -27,10 +27,12 @@ export default async ({ vars }: { vars: { recording: string } }) => {
       {
         onCompiled: (where, result) =>
           Effect.sync(() => {
-            if (where.turn === last && where.phase === "input") request = result.request
+            if (where.turn === last && where.phase === "input") compiled = result
           })
       }
     ).pipe(Effect.provide(Layer.mergeAll(live, ModelRegistry.layer(), Tokenizer.layer())))
   )
-  return JSON.stringify((request as { messages: unknown }).messages)
+  if (compiled?.format !== "openai")
+    throw new Error(`${session.id}: no OpenAI request for the last turn's input`)
+  return JSON.stringify(compiled.request.messages)
 }

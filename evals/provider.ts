@@ -4,18 +4,30 @@
  * measured at every compile (JSON). It judges nothing: the assertion files do.
  *
  * `CTXO_EVAL_BREAK=<breaker>` swaps in a deliberately broken compiler or compactor (the gate test).
+ * With `CTXO_EVAL_PROGRESS=1` (run.ts sets it) each finished replay writes one progress line to
+ * stderr (`@@ctxo-progress {json}`: what it compiled, and how many violations, for the display only).
  */
 import { readFileSync } from "node:fs"
-import { resolve } from "node:path"
+import { basename, resolve } from "node:path"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import type { BreakerName } from "@ctxo/replay/Breakers"
 import { brokenLayer } from "@ctxo/replay/Breakers"
+import { check } from "@ctxo/replay/Invariants"
 import { defaultProfiles, live, replaySession } from "@ctxo/replay/Replay"
 import { parseSession } from "@ctxo/replay/Session"
 import { Either, Layer, ManagedRuntime } from "effect"
 
 const root = resolve(import.meta.dirname, "..")
+
+/** For the progress line only (the assertions judge): a broken check must not fail the replay. */
+const violationCount = (evidence: Parameters<typeof check>[0]) => {
+  try {
+    return check(evidence).length
+  } catch {
+    return undefined
+  }
+}
 
 export default class CtxoReplayProvider {
   private readonly profile
@@ -38,11 +50,30 @@ export default class CtxoReplayProvider {
     return this.providerId
   }
   async callApi(prompt: string) {
-    const file = resolve(root, prompt.trim())
-    const session = parseSession(readFileSync(file, "utf8"), prompt.trim())
-    if (Either.isLeft(session)) return { error: session.left.message }
     const started = performance.now()
-    const evidence = await this.runtime.runPromise(replaySession(session.right, this.profile))
+    const file = resolve(root, prompt.trim())
+    const name = basename(file).replace(/\.json$/, "")
+    const progress = (line: Record<string, unknown>) => {
+      if (process.env.CTXO_EVAL_PROGRESS === "1")
+        process.stderr.write(
+          `@@ctxo-progress ${JSON.stringify({ session: name, profile: this.profile.id, ms: Math.round(performance.now() - started), ...line })}\n`
+        )
+    }
+    const session = parseSession(readFileSync(file, "utf8"), prompt.trim())
+    if (Either.isLeft(session)) {
+      progress({ error: session.left.message })
+      return { error: session.left.message }
+    }
+    const evidence = await this.runtime.runPromise(replaySession(session.right, this.profile)).catch((e) => {
+      progress({ error: String(e) })
+      throw e
+    })
+    progress({
+      compiles: evidence.points.length,
+      compactions: evidence.compactions.filter((c) => c.status !== "not-needed").length,
+      refusals: evidence.failures.filter((f) => f.refusal).length,
+      violations: violationCount(evidence)
+    })
     return {
       output: JSON.stringify(evidence),
       latencyMs: Math.round(performance.now() - started),

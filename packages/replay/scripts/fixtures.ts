@@ -9,7 +9,7 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { generateSession, withUsage } from "../src/Generate.ts"
+import { generateSession, generateSessions, withUsage } from "../src/Generate.ts"
 import type { RecordedSession, Step, Turn } from "../src/Session.ts"
 
 const out = fileURLToPath(new URL("../../../fixtures/sessions", import.meta.url))
@@ -1488,6 +1488,31 @@ add({
     10
   )
 })
+
+// --- generated sessions on which the gate once failed, kept as fixtures so every run replays them
+const found: ReadonlyArray<{
+  readonly seed: number
+  readonly index: number
+  readonly id: string
+  readonly what: string
+}> = [
+  {
+    seed: 3_405_005_490,
+    index: 25,
+    id: "found-error-placeholder",
+    what: "a reduced turn keeps its error results whole, so its placeholders cost more than the bare call names"
+  },
+  {
+    seed: 1_354_553_083,
+    index: 1,
+    id: "found-small-results",
+    what: "turns whose tool results are shorter than their placeholders: a reduced turn must never be larger than the whole one"
+  }
+]
+for (const f of found) {
+  const s = generateSessions(f.seed, f.index)[f.index - 1]!
+  add({ ...s, id: f.id, description: `${f.what} (generated: CTXO_EVAL_SEED=${f.seed}, session ${f.index}).` })
+}
 
 // --- what each profile is expected to do: the refusals the required minimum justifies (measured,
 // then checked by the eval's refusal-justified invariant) and at least as many compiles as now.

@@ -376,6 +376,10 @@ export interface CompactionEvidence extends Where {
   readonly archivedTurns: ReadonlyArray<number>
   readonly reducedForBudget: boolean
   readonly note?: string
+  /** The compaction said history still does not fit under the trigger after it. */
+  readonly stillOver: boolean
+  /** The trigger's ratio of the window (the fixture's setting, else design.md's 0.8). */
+  readonly triggerRatio: number
   /** Turns with archived and visible messages both (a cut inside a turn). */
   readonly splitTurns: ReadonlyArray<number>
   readonly summariesBefore: ReadonlyArray<{ readonly id: string; readonly text: string }>
@@ -882,6 +886,8 @@ export const observeCompaction = (o: {
   readonly where: Where
   readonly status: string
   readonly keepTurns: number
+  readonly stillOver?: boolean
+  readonly triggerRatio?: number
   readonly before: HistoryDocument
   readonly after: HistoryDocument
   readonly plan?: {
@@ -917,6 +923,9 @@ export const observeCompaction = (o: {
     archivedTurns: o.plan?.archivedTurns ?? [],
     reducedForBudget: o.plan?.reducedForBudget ?? false,
     ...(o.plan?.note === undefined ? {} : { note: o.plan.note }),
+    stillOver: o.stillOver ?? false,
+    // design.md: compaction triggers at 80% of the window unless the session configures another ratio.
+    triggerRatio: o.triggerRatio ?? 0.8,
     splitTurns: [...archived].filter((t) => visible.has(t)),
     summariesBefore: o.before.compression.map((s) => ({ id: s.id, text: s.text })),
     summariesAfter: o.after.compression.map((s) => ({ id: s.id, text: s.text })),
@@ -931,6 +940,9 @@ export const observeCompaction = (o: {
 }
 
 // --- the rules
+
+/** Headings every summary keeps (the template of design.md's compaction, seed 002 A5). */
+const SUMMARY_HEADINGS = ["## 📌 Archived Session Summary", "### 📂 File System State (Snapshot)"]
 
 const at = (w: Where) => ({
   session: w.session,
@@ -1085,6 +1097,32 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
       for (const s of c.summariesBefore) {
         const after = c.summariesAfter.find((x) => x.id === s.id)
         if (after === undefined || after.text !== s.text) problems.push(`summary ${s.id} was changed or lost`)
+      }
+      // A new summary follows the fixed template: its title and the mechanical File System State.
+      for (const s of c.summariesAfter) {
+        if (c.summariesBefore.some((b) => b.id === s.id)) continue
+        const missing = SUMMARY_HEADINGS.filter((h) => !s.text.includes(h))
+        if (missing.length > 0)
+          problems.push(`summary ${s.id} lost the template's ${missing.map((h) => `"${h}"`).join(" and ")}`)
+      }
+      // A compaction makes room: the turn's first request stays under the trigger and shows every
+      // kept turn whole, unless the compaction said it could not (kept fewer for the budget, or
+      // still over).
+      const first = e.points.find((p) => p.turn === c.turn && p.phase === "input" && p.historyExpected)
+      if (c.status === "compacted" && !c.reducedForBudget && !c.stillOver && first !== undefined) {
+        const window = PROFILE_LIMITS[c.model]?.window ?? first.window
+        const trigger = Math.floor(c.triggerRatio * window)
+        if (first.tokens > trigger)
+          problems.push(
+            `the compaction left no room: the turn's first request takes ${first.tokens} tokens, over the trigger (${trigger}), and the compaction did not say so`
+          )
+        const squeezed = c.keptTurns.filter(
+          (t) => !first.presentTurns.includes(t) || first.reducedTurns.includes(t)
+        )
+        if (squeezed.length > 0)
+          problems.push(
+            `the compaction left no room: kept turn ${ranges(squeezed)} ${squeezed.length === 1 ? "is" : "are"} reduced or left out of the turn's first request`
+          )
       }
       return problems.map((message) => ({
         ...at(c),

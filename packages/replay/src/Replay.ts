@@ -415,6 +415,10 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
                   where: where(0, "input"),
                   status: result.status,
                   keepTurns,
+                  stillOver: result.stillOver,
+                  ...(session.settings?.triggerRatio === undefined
+                    ? {}
+                    : { triggerRatio: session.settings.triggerRatio }),
                   before,
                   after,
                   ...(result.plan === undefined ? {} : { plan: result.plan }),

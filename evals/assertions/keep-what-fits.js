@@ -1,0 +1,4 @@
+// Invariant "keep-what-fits" over what the provider measured (see @ctxo/replay/Invariants).
+import { assertInvariant } from "./check.js"
+
+export default (output) => assertInvariant("keep-what-fits", output)
