@@ -322,7 +322,10 @@ describe("errors", () => {
       const res = await send(gw, "PUT", path, { headers: jsonHeaders(), body })
       expect(res.status, body).toBe(400)
     }
-    const bad = await send(gw, "PUT", path, { headers: jsonHeaders(), body: JSON.stringify({ policy: "fancy" }) })
+    const bad = await send(gw, "PUT", path, {
+      headers: jsonHeaders(),
+      body: JSON.stringify({ policy: "fancy" })
+    })
     expect(bad.status).toBe(422)
     expect(bad.json).toMatchObject({ error: { tag: "InvalidManifest" } })
     expect((await send(gw, "GET", path)).json).toEqual(before.json)
