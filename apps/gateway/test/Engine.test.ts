@@ -599,7 +599,7 @@ describe("/v1 session mode compacts like the chat", () => {
     ]
     expect(archived).toEqual([1, 2, 3])
     // The summary reached the model, and the archived turns did not.
-    const sent = (gw.upstream.requests.at(-1)?.body as { messages: Sent }).messages
+    const sent = (gw.upstream.requests.at(-1)!.body as { messages: Sent }).messages
     expect(sent.some((m) => m.role === "system" && contentOf(m).includes("Archived Session Summary"))).toBe(
       true
     )

@@ -46,17 +46,15 @@ const agentDriver = (sessionId: string) =>
         Effect.gen(function* () {
           const messages = compiled.format === "openai" ? compiled.request.messages : []
           let done: Extract<CompletionEvent, { _tag: "Done" }> | undefined
-          yield* client
-            .complete({ model: step.model.name, messages: messages as never, tools: toolDefinitions })
-            .pipe(
-              Stream.runForEach((event) =>
-                event._tag === "TextDelta"
-                  ? step.emit({ type: "text-delta", text: event.text })
-                  : Effect.sync(() => {
-                      done = event
-                    })
-              )
+          yield* client.complete({ model: step.model.name, messages, tools: toolDefinitions }).pipe(
+            Stream.runForEach((event) =>
+              event._tag === "TextDelta"
+                ? step.emit({ type: "text-delta", text: event.text })
+                : Effect.sync(() => {
+                    done = event
+                  })
             )
+          )
           return {
             text: done?.text ?? "",
             toolCalls: done?.toolCalls ?? [],

@@ -11,6 +11,7 @@
  * kind `protocol`, never an empty answer.
  */
 
+import type { OpenAIMessage } from "@ctxo/compiler/Render"
 import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import OpenAI from "openai"
 import { type Reply, startFakeUpstream } from "./FakeUpstream.ts"
@@ -122,7 +123,8 @@ export const chunkAccumulator = () => {
 
 export interface CompletionRequest {
   readonly model: string
-  readonly messages: ReadonlyArray<Record<string, unknown>>
+  /** The compiled request's messages (OpenAI's chat format). */
+  readonly messages: ReadonlyArray<OpenAIMessage>
   readonly tools?: ReadonlyArray<Record<string, unknown>>
 }
 

@@ -27,7 +27,7 @@ const withClient = <A, E>(f: (c: ModelClient.Service) => Effect.Effect<A, E>) =>
       f
     )
   )
-const body = { model: "gpt-4o", messages: [{ role: "user", content: "hi" }] }
+const body = { model: "gpt-4o", messages: [{ role: "user" as const, content: "hi" }] }
 
 /** Each path's failure for one scripted reply. */
 const paths = {
