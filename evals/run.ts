@@ -20,6 +20,7 @@
  * - CTXO_EVAL_OUT=<dir>        where results go (default .out); CTXO_EVAL_WRITE=0: not into promptfoo's database
  * - CTXO_EVAL_QUIET=1          no progress lines
  * - CTXO_EVAL_CONCURRENCY=<n>  promptfoo's concurrency (default 4)
+ * - CTXO_EVAL_REPORT=<file>    also write {numPassedTests, numFailedTests} there (for .ci/run)
  */
 import { spawn } from "node:child_process"
 import {
@@ -249,6 +250,75 @@ const runSuite = (
  * request it gets to .out/upstream.jsonl, where the gateway suite's assertions read what the model
  * was sent); with CTXO_EVAL_BREAK, the turn engine runs the broken compiler or compactor.
  */
+/**
+ * The gateway suite's compacting session (`long-task`, provider `gateway-compacting`): an earlier
+ * summary over archived turns 1-2, then 14 finished turns, the last answer reporting 110,100 tokens
+ * of gpt-4o's 128,000 (over the 80% trigger), so the suite's first question compacts. What must
+ * hold after it (checked in assertions/gateway-upstream.js): the earlier summary reaches the model
+ * word for word (a summary is never compressed again) and at least the last 10 turns are there.
+ */
+const COMPACTING_SESSION = "long-task"
+const EARLIER_SUMMARY = [
+  "## 📌 Archived Session Summary",
+  "*(Contains context from turn 1 to turn 2)*",
+  "",
+  "### 🎯 Objectives & Status",
+  "* **Original Goal**: migrate the billing service to the new ledger API (kept word for word: LEDGER-MIGRATION-7731)",
+  "",
+  "### 📂 File System State (Snapshot)",
+  "*(Modified files in this archive segment)*",
+  "* (no files were written or edited)"
+].join("\n")
+const seedCompactingSession = (dataDir: string) => {
+  const turn = (n: number, archived: boolean) => {
+    const archive = archived ? { archivedBy: "s1-t1-2" } : {}
+    return [
+      {
+        id: `t${n}-0`,
+        role: "user",
+        parts: [{ _tag: "text", text: `step ${n} of the long task` }],
+        meta: { turn: n, kind: "input", ...archive }
+      },
+      {
+        id: `t${n}-1`,
+        role: "assistant",
+        parts: [{ _tag: "text", text: `Done with step ${n}.` }],
+        meta: {
+          turn: n,
+          step: 1,
+          kind: "final",
+          finished: true,
+          ...(n === 16 ? { usage: { inputTokens: 110_000, outputTokens: 100 } } : {}),
+          ...archive
+        }
+      }
+    ]
+  }
+  const history = {
+    format: "ctxo.history/v1",
+    messages: Array.from({ length: 16 }, (_, i) => turn(i + 1, i < 2)).flat(),
+    compression: [{ id: "s1-t1-2", text: EARLIER_SUMMARY, fromTurn: 1, toTurn: 2, messageCount: 4 }]
+  }
+  mkdirSync(join(dataDir, COMPACTING_SESSION), { recursive: true })
+  writeFileSync(join(dataDir, COMPACTING_SESSION, "messages.json"), `${JSON.stringify(history, null, 2)}\n`)
+  const manifest = {
+    policy: "code-agent",
+    model: "gpt-4o",
+    systemPrompt: [{ type: "global", file: "system-prompt.md" }]
+  }
+  writeFileSync(
+    join(dataDir, COMPACTING_SESSION, "context-config.json"),
+    `${JSON.stringify(manifest, null, 2)}\n`
+  )
+  const index = JSON.parse(readFileSync(join(dataDir, "sessions.json"), "utf8")) as Array<unknown>
+  index.push({
+    id: COMPACTING_SESSION,
+    concept: "A long task that compacts",
+    createdAt: "2026-11-03T09:00:00.000Z"
+  })
+  writeFileSync(join(dataDir, "sessions.json"), `${JSON.stringify(index, null, 2)}\n`)
+}
+
 const startGateway = async () => {
   const { Layer, Logger, LogLevel, ManagedRuntime, Option } = await import("effect")
   const NodeHttpServer = await import("@effect/platform-node/NodeHttpServer")
@@ -269,6 +339,7 @@ const startGateway = async () => {
   // Removed however the run ends (a failed suite, process.exit), not only by stop().
   process.on("exit", () => rmSync(dataDir, { recursive: true, force: true }))
   cpSync(resolve(here, "../fixtures/data"), dataDir, { recursive: true })
+  seedCompactingSession(dataDir)
   const broken = (process.env.CTXO_EVAL_BREAK || undefined) as Parameters<typeof brokenLayer>[0] | undefined
   const runtime = ManagedRuntime.make(
     appWith(broken === undefined ? seamsLive : brokenLayer(broken)).pipe(
@@ -546,11 +617,15 @@ if (!ok && generated !== undefined && failures.some((f) => f.session.startsWith(
 console.log(
   `results: ${shown(out)}${write ? "; browse them with `pnpm --filter @ctxo/evals view` (offline)" : ""}`
 )
-// For `.ci/run`, which sums every package's passed and failed checks: each session × profile row
-// and the gateway suite's tests, gate problems as failures.
-mkdirSync(join(here, ".reports"), { recursive: true })
-writeFileSync(
-  join(here, ".reports", "eval.json"),
-  JSON.stringify({ numPassedTests: rowsTotal - rowsFailed, numFailedTests: rowsFailed + problems.length })
-)
+// For `.ci/run`, which sums every package's passed and failed checks (`CTXO_EVAL_REPORT=<file>`, set
+// by the package's test script only, not by the gate's own tests): each session × profile row and
+// the gateway suite's tests, gate problems as failures.
+const reportFile = process.env.CTXO_EVAL_REPORT
+if (reportFile !== undefined && reportFile !== "") {
+  mkdirSync(dirname(resolve(reportFile)), { recursive: true })
+  writeFileSync(
+    resolve(reportFile),
+    JSON.stringify({ numPassedTests: rowsTotal - rowsFailed, numFailedTests: rowsFailed + problems.length })
+  )
+}
 process.exit(ok ? 0 : 1)

@@ -8,7 +8,7 @@ export default (output, context) => {
   const question = context.vars.question
   if (!match[3].startsWith(question))
     return { pass: false, score: 0, reason: `the model did not get the question: ${match[3]}` }
-  const session = context.provider?.label === "gateway-session"
+  const session = context.provider?.label !== "gateway-proxy"
   if (session && messages < 3)
     return {
       pass: false,

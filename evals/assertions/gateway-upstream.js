@@ -65,9 +65,32 @@ const problems = (messages, question, session) => {
   return out
 }
 
+// The compacting session (run.ts seeds it over the trigger, with an earlier summary): after the
+// compaction its first question causes, the model still gets the earlier summary word for word (a
+// summary is never compressed again) and at least the last 10 turns (design.md: compaction keeps
+// the last 10 whole turns by default; gpt-4o has room for them).
+const EARLIER_SUMMARY_LINE =
+  "* **Original Goal**: migrate the billing service to the new ledger API (kept word for word: LEDGER-MIGRATION-7731)"
+const KEEP_TURNS = 10
+const compactionProblems = (messages) => {
+  const out = []
+  if (!messages.some((m) => m.role === "system" && text(m.content).includes(EARLIER_SUMMARY_LINE)))
+    out.push("keep-turns: the earlier summary did not reach the model word for word (compressed again?)")
+  const turns = messages.filter(
+    (m) => m.role === "user" && /^step \d+ of the long task$/.test(text(m.content))
+  )
+  if (turns.length < KEEP_TURNS)
+    out.push(
+      `keep-turns: ${turns.length} earlier turns reached the model after compaction, fewer than ${KEEP_TURNS}`
+    )
+  return out
+}
+const isLongTask = (body) => body.messages.some((m) => /^step \d+ of the long task$/.test(text(m.content)))
+
 export default (_output, context) => {
   const question = context.vars.question
-  const session = context.provider?.label === "gateway-session"
+  const label = context.provider?.label
+  const session = label !== "gateway-proxy"
   // The requests whose newest user message is this question (a later question's request has it in
   // its history).
   const sent = readFileSync(join(here, "../.out/upstream.jsonl"), "utf8")
@@ -87,14 +110,18 @@ export default (_output, context) => {
           reason: "proxy: no upstream request carried the client's one message as sent"
         }
   }
-  const compiled = sent.filter((body) => body.messages.length > 1)
+  const compacting = label === "gateway-compacting"
+  const compiled = sent.filter((body) => body.messages.length > 1 && isLongTask(body) === compacting)
   if (compiled.length === 0)
     return {
       pass: false,
       score: 0,
       reason: "the model was never sent this question with the session's context"
     }
-  const found = compiled.flatMap((body) => problems(body.messages, question, true))
+  const found = compiled.flatMap((body) => [
+    ...problems(body.messages, question, true),
+    ...(compacting ? compactionProblems(body.messages) : [])
+  ])
   return found.length === 0
     ? { pass: true, score: 1, reason: `${compiled.length} upstream request(s) checked` }
     : { pass: false, score: 0, reason: [...new Set(found)].slice(0, 3).join("; ") }

@@ -56,16 +56,21 @@ describe("pnpm eval as a gate", () => {
           "m"
         )
       )
-      // The gateway runs the same turn engine: a broken compiler fails the gateway suite too,
-      // checked on what the gateway sent the model over HTTP.
-      if (breaker.catches !== "keep-turns") expect(result.stdout).toMatch(/^FAIL .* \[gateway-session\] /m)
+      // The gateway runs the same turn engine: a broken compiler or compactor fails the gateway
+      // suite too, checked on what the gateway sent the model over HTTP (the compactors on the
+      // session that compacts).
+      expect(result.stdout).toMatch(
+        breaker.catches === "keep-turns"
+          ? /^FAIL .* \[gateway-compacting\] /m
+          : /^FAIL .* \[gateway-session\] /m
+      )
     },
     180_000
   )
 
   it("passes on the live pieces", async () => {
     const result = await runEval({ CTXO_EVAL_SESSIONS: "fix-login-bug,repeated-input" })
-    expect(result.stdout).toContain("ctxo eval: 12 passed, 0 failed")
+    expect(result.stdout).toContain("ctxo eval: 14 passed, 0 failed")
     expect(result.status).toBe(0)
   }, 180_000)
 })

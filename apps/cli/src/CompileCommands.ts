@@ -1,8 +1,12 @@
+import * as TurnEngine from "@ctxo/agent/TurnEngine"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import type { CompileResult } from "@ctxo/compiler/Compile"
-import { compile } from "@ctxo/compiler/Compile"
+import { DEFAULT_MODEL } from "@ctxo/compiler/Compile"
 import * as CompileCache from "@ctxo/compiler/CompileCache"
 import * as Workspace from "@ctxo/compiler/Workspace"
+import * as HistoryStore from "@ctxo/history/HistoryStore"
+import * as Summarizer from "@ctxo/history/Summarizer"
+import * as Store from "@ctxo/store/Store"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Layer, Option } from "effect"
@@ -48,19 +52,32 @@ const run = (args: {
   readonly format?: "openai" | "anthropic" | "react"
   readonly models: Option.Option<string>
 }) =>
-  compile({
-    sessionId: args.session,
-    ...Option.match(args.query, { onNone: () => ({}), onSome: (q) => ({ query: q }) }),
-    ...Option.match(args.model, { onNone: () => ({}), onSome: (m) => ({ model: m }) }),
-    ...(args.format === undefined ? {} : { format: args.format })
-  }).pipe(
+  // What the session's next turn would send first, as the turn engine compiles it (the gateway's
+  // preview and chat run the same engine over the same store).
+  Effect.flatMap(TurnEngine.TurnEngine, (engine) =>
+    engine.preview({
+      sessionId: args.session,
+      defaultModel: DEFAULT_MODEL,
+      ...Option.match(args.query, { onNone: () => ({}), onSome: (q) => ({ input: q }) }),
+      ...Option.match(args.model, { onNone: () => ({}), onSome: (m) => ({ model: m }) }),
+      ...(args.format === undefined ? {} : { format: args.format })
+    })
+  ).pipe(
     Effect.provide(
-      Layer.mergeAll(
-        Workspace.layer(args.data),
-        registryLayer(args.models),
-        Tokenizer.layer(),
-        // A compile cache owned by the command: the same output as without one, warm if it compiles again.
-        CompileCache.layer
+      TurnEngine.layer.pipe(
+        Layer.provideMerge(
+          Layer.mergeAll(
+            Workspace.layerStore,
+            HistoryStore.layerStore,
+            registryLayer(args.models),
+            Tokenizer.layer(),
+            TurnEngine.seamsLive,
+            // Never called: a preview compacts nothing.
+            Summarizer.layerDeterministic,
+            // A compile cache owned by the command: the same output as without one.
+            CompileCache.layer
+          ).pipe(Layer.provideMerge(Store.layer(args.data)))
+        )
       )
     )
   )

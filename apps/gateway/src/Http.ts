@@ -5,12 +5,12 @@
 
 import { chat, sseFrame } from "@ctxo/agent/Agent"
 import { ModelClient } from "@ctxo/agent/ModelClient"
+import { TurnEngine } from "@ctxo/agent/TurnEngine"
 import { Api, type BlockNode, ChatRequest } from "@ctxo/api/Api"
 import { BadRequest, Unprocessable } from "@ctxo/api/ApiErrors"
 import type { Block } from "@ctxo/blocks/Block"
 import { parseJsonBlocks } from "@ctxo/blocks/JsonBlocks"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
-import { compile } from "@ctxo/compiler/Compile"
 import { parseManifest } from "@ctxo/compiler/Manifest"
 import { HistoryStore } from "@ctxo/history/HistoryStore"
 import { toRecordedSession } from "@ctxo/replay/Record"
@@ -169,15 +169,19 @@ const preview = (
   Effect.gen(function* () {
     const store = yield* Store
     const config = yield* GatewayConfig
+    const engine = yield* TurnEngine
     yield* store.getSession(path.id).pipe(wire)
-    // The model asked for, else the session manifest's, else the gateway's default (CTXO_MODEL).
-    const result = yield* compile({
-      sessionId: path.id,
-      defaultModel: config.model,
-      ...(urlParams.query === undefined ? {} : { query: urlParams.query }),
-      ...(urlParams.format === undefined ? {} : { format: urlParams.format }),
-      ...(urlParams.model === undefined ? {} : { model: urlParams.model })
-    }).pipe(wire)
+    // What the next turn would send first. The model asked for, else the session manifest's, else
+    // the gateway's default (CTXO_MODEL).
+    const result = yield* engine
+      .preview({
+        sessionId: path.id,
+        defaultModel: config.model,
+        ...(urlParams.query === undefined ? {} : { input: urlParams.query }),
+        ...(urlParams.format === undefined ? {} : { format: urlParams.format }),
+        ...(urlParams.model === undefined ? {} : { model: urlParams.model })
+      })
+      .pipe(wire)
     return toPreview(result)
   })
 

@@ -13,7 +13,7 @@ import {
   type RawBody,
   type UpstreamError
 } from "@ctxo/agent/ModelClient"
-import { ContextCompiler, type Driver, type ModelStep, TurnEngine } from "@ctxo/agent/TurnEngine"
+import { type Driver, type ModelStep, TurnEngine } from "@ctxo/agent/TurnEngine"
 import { Api } from "@ctxo/api/Api"
 import { Unprocessable } from "@ctxo/api/ApiErrors"
 import { ChatCompletionRequest } from "@ctxo/api/ChatCompletion"
@@ -230,15 +230,14 @@ const chatCompletions = Effect.gen(function* () {
     yield* Effect.logWarning(`session ${sessionId}: ${reduced} non-text content parts reduced to text`)
 
   if (!record) {
-    // Compile the session's context with this input (as the preview does, with the turn engine's
-    // compiler), forward, record nothing.
-    const compiler = yield* ContextCompiler
-    const compiled = yield* compiler.compile({
+    // What the turn engine would send for this input (as the preview shows it), forwarded; nothing
+    // is recorded.
+    const compiled = yield* engine.preview({
       sessionId,
       defaultModel: config.model,
       model: body.model,
       format: "openai",
-      query: contentText(lastUser?.content ?? "")
+      input: contentText(lastUser?.content ?? "")
     })
     const forward = forwardOf(
       compiled,

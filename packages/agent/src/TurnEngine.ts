@@ -173,6 +173,17 @@ export interface TurnOptions {
   ) => Effect.Effect<void>
 }
 
+export interface PreviewRequest {
+  readonly sessionId: string
+  /** The next input (default: the manifest's query). */
+  readonly input?: string
+  readonly references?: ReadonlyArray<InputReference>
+  readonly model?: string
+  /** The model when neither `model` nor the manifest names one. */
+  readonly defaultModel: string
+  readonly format?: Format
+}
+
 export interface TurnRequest {
   readonly sessionId: string
   readonly input: string
@@ -249,6 +260,13 @@ export interface Service {
     driver: Driver<E, R>,
     options: TurnOptions
   ) => Effect.Effect<TurnOutcome, TurnError | E, R>
+  /**
+   * The request the session's next turn would send first, compiled as that turn would compile it
+   * (the session's manifest and files, its last history cut, the engine's compiler and cache) under
+   * the session's lock; nothing is recorded, archived or remembered. Without `input`: the
+   * manifest's query. The gateway's context preview and `/v1` requests that record nothing.
+   */
+  readonly preview: (request: PreviewRequest) => Effect.Effect<CompileResult, TurnError>
   /** The session's read tracker (the read tool notes files changed since the model read them). */
   readonly tracker: (sessionId: string) => Effect.Effect<ReadTracker>
   /** Sessions with state held now (bounded). */
@@ -514,7 +532,28 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         })
       )
 
+    const preview: Service["preview"] = (request) =>
+      store.withSessionLock(
+        request.sessionId,
+        Effect.gen(function* () {
+          const state = yield* stateOf(request.sessionId)
+          return yield* provide(
+            compiler.compile({
+              sessionId: request.sessionId,
+              history: yield* history.load(request.sessionId),
+              defaultModel: request.defaultModel,
+              ...(request.model === undefined ? {} : { model: request.model }),
+              ...(request.format === undefined ? {} : { format: request.format }),
+              ...(request.input === undefined ? {} : { query: request.input }),
+              ...(request.references === undefined ? {} : { references: request.references }),
+              ...(state.compileState === undefined ? {} : { previous: state.compileState })
+            })
+          )
+        })
+      )
+
     return {
+      preview,
       turn: (request, driver, options) => Effect.tapError(turn(request, driver, options), countRefusal),
       continueTurn: (request, driver, options) =>
         Effect.tapError(continueTurn(request, driver, options), countRefusal),

@@ -63,6 +63,34 @@ describe("TurnEngine", () => {
     }).pipe(Effect.provide(services))
   )
 
+  it.effect("previews the next turn's first request, recording nothing; the turn then sends the same", () =>
+    Effect.gen(function* () {
+      const engine = yield* TurnEngine.make
+      const history = yield* HistoryStore.HistoryStore
+      yield* engine.turn({ sessionId: "s5", input: "first question" }, answer("first answer"), options)
+      const before = yield* history.load("s5")
+      const shown = yield* engine.preview({
+        sessionId: "s5",
+        input: "second question",
+        defaultModel: "openai/gpt-4o"
+      })
+      expect(yield* history.load("s5")).toEqual(before)
+      let sent: unknown
+      yield* engine.turn(
+        { sessionId: "s5", input: "second question" },
+        {
+          model: (compiled) =>
+            Effect.sync(() => {
+              sent = compiled.request
+              return { text: "second answer", toolCalls: [] }
+            })
+        },
+        options
+      )
+      expect(sent).toEqual(shown.request)
+    }).pipe(Effect.provide(services))
+  )
+
   it.effect("drops the state of idle sessions", () =>
     Effect.gen(function* () {
       const engine = yield* TurnEngine.makeWith({ idleMs: 0 })
