@@ -583,7 +583,14 @@ describe("/v1 session mode compacts like the chat", () => {
         { model: "gpt-4o", messages: [{ role: "user", content }] },
         { headers: { "X-Ctxo-Session": sid } }
       )
+    // The gateway's /metrics counts compactions (a Prometheus counter, summed over its series).
+    const compactions = async () =>
+      (await http(gw, "GET", "/metrics")).text
+        .split("\n")
+        .filter((line) => /^ctxo_compactions_total(\{| )/.test(line))
+        .reduce((n, line) => n + Number(line.slice(line.lastIndexOf(" ") + 1)), 0)
     for (let i = 1; i <= 12; i++) await ask(`step ${i} of the long task`)
+    const before = await compactions()
     // The provider reports a nearly full window (gpt-4o: 128k, trigger at 80%).
     gw.upstream.script({
       type: "text",
@@ -592,6 +599,7 @@ describe("/v1 session mode compacts like the chat", () => {
     })
     await ask("step 13 of the long task")
     await ask("step 14 of the long task")
+    expect(await compactions()).toBe(before + 1)
     const doc = history(gw, sid)
     expect(doc.compression).toHaveLength(1)
     const archived = [

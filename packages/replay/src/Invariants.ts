@@ -624,7 +624,7 @@ export const observe = (o: ObserveInput): PointEvidence => {
   const limits = PROFILE_LIMITS[o.model]
   const recount =
     limits?.encoding !== undefined && result.format === "openai"
-      ? recountOpenAI(limits.encoding, result.request.messages as ReadonlyArray<OpenAIMessageLike>)
+      ? recountOpenAI(limits.encoding, result.request.messages)
       : undefined
   const turns = turnsEvidence(o, historyMessages, serialized, layers)
   const userTexts =

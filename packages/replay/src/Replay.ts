@@ -391,7 +391,7 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
                 observe({
                   ...w,
                   result,
-                  again: Either.isRight(again) ? again.right : ({ ...result, request: null } as never),
+                  again: Either.isRight(again) ? again.right : { request: null },
                   counter,
                   window: Math.min(model.contextWindow, model.maxInput + result.report.outputReserve),
                   systemPrompt: session.systemPrompt,
