@@ -12,6 +12,7 @@
 import type { ContextTooLong, InvalidCompletionRequest } from "@ctxo/agent/Completions"
 import type { UpstreamError } from "@ctxo/agent/ModelClient"
 import type { InvalidToolResults } from "@ctxo/agent/TurnEngine"
+import type { Preview } from "@ctxo/api/Api"
 import {
   type ApiError,
   BadGateway,
@@ -27,6 +28,7 @@ import {
 } from "@ctxo/api/ApiErrors"
 import type { BlockNotFound, InvalidJson, InvalidSidecar } from "@ctxo/blocks/BlockErrors"
 import type { BudgetExceeded, InvalidModelConfig, UnknownModel } from "@ctxo/budget/BudgetErrors"
+import type { CompileResult } from "@ctxo/compiler/Compile"
 import type {
   DuplicateInput,
   InvalidContextKey,
@@ -403,20 +405,20 @@ export const gatewayToOpenAI = (status: number, error: Record<string, unknown>) 
 }
 
 /** A compile result as the contract's Preview. */
-export const toPreview = (result: {
-  readonly model: string
-  readonly format: string
-  readonly request: unknown
-  readonly report: unknown
-  readonly layers: ReadonlyArray<{ readonly id: string; readonly tokens: number; readonly messages?: number }>
-  readonly prefix: unknown
-  readonly warnings: ReadonlyArray<string>
-}) => ({
-  model: result.model,
-  format: result.format,
-  request: result.request,
-  report: result.report,
-  layers: result.layers,
-  prefix: result.prefix,
-  warnings: result.warnings
-})
+export const toPreview = (result: CompileResult): Preview => {
+  const common = {
+    model: result.model,
+    report: result.report,
+    layers: result.layers,
+    prefix: result.prefix,
+    warnings: result.warnings
+  }
+  switch (result.format) {
+    case "openai":
+      return { ...common, format: "openai", request: result.request }
+    case "anthropic":
+      return { ...common, format: "anthropic", request: result.request }
+    case "react":
+      return { ...common, format: "react", request: result.request }
+  }
+}

@@ -24,13 +24,13 @@ import type { CompileResult } from "@ctxo/compiler/Compile"
 import { compile } from "@ctxo/compiler/Compile"
 import { parseManifest } from "@ctxo/compiler/Manifest"
 import * as Workspace from "@ctxo/compiler/Workspace"
-import { HistoryDocument } from "@ctxo/history/Message"
+import { decodeHistoryText } from "@ctxo/history/HistoryFormat"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Either, Fiber, Queue, Schema, Stream } from "effect"
+import { Effect, Either, Fiber, Queue, Stream } from "effect"
 import {
   type DomainError,
   fromParseError,
@@ -431,19 +431,18 @@ export const OpenAILive = HttpApiBuilder.group(Api, "openai", (handlers) =>
         const history =
           payload.history === undefined
             ? undefined
-            : yield* Schema.decodeUnknown(HistoryDocument)(payload.history).pipe(
-                Effect.mapError((e) => {
-                  const invalid = fromParseError(e)
-                  return new Unprocessable({
-                    tag: "InvalidHistory",
-                    message:
-                      invalid.param === null
-                        ? invalid.message.replace(/^the body/, "history")
-                        : `history.${invalid.message}`,
-                    details: { param: invalid.param === null ? "history" : `history.${invalid.param}` }
-                  })
-                })
-              )
+            : yield* Either.match(decodeHistoryText(JSON.stringify(payload.history), "history"), {
+                // One sentence naming the JSON path inside the body's history.
+                onLeft: (e) =>
+                  Effect.fail(
+                    new Unprocessable({
+                      tag: "InvalidHistory",
+                      message: `history: ${e.reason}`,
+                      details: { param: "history" }
+                    })
+                  ),
+                onRight: Effect.succeed
+              })
         const workspace = Workspace.layerMemory({
           global: payload.globalFiles ?? {},
           sessions: { stateless: payload.files ?? {} }

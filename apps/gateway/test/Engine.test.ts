@@ -359,6 +359,27 @@ describe("session files as users leave them", () => {
       expect((await preview(gw, sid)).status).toBe(200)
     })
 
+  it("a malformed messages.json is one sentence naming the file and the field, never the file's content", async () => {
+    const sid = "engine-corrupt-history"
+    await createSession(gw, sid)
+    const secret = "s3cr3t-".repeat(40)
+    writeFileSync(
+      join(gw.dataDir, sid, "messages.json"),
+      JSON.stringify([
+        { role: "user", content: "hi" },
+        { role: "bot", content: secret }
+      ])
+    )
+    const shown = await preview(gw, sid, "hello?")
+    expect(shown.status, shown.text).toBe(422)
+    const message = shown.json?.error?.message ?? ""
+    expect(message).toMatch(/messages\.json/)
+    expect(message).toMatch(/\[1\]\.role: expected /)
+    expect(message).not.toContain("s3cr3t")
+    expect(message).not.toMatch(/Invalid manifest/)
+    expect(message.length).toBeLessThanOrEqual(300)
+  })
+
   it("a corrupt context-config.json is named (422, and in the chat's error) and repaired through the files API", async () => {
     const sid = "engine-corrupt"
     await createSession(gw, sid)

@@ -65,7 +65,8 @@ describe("OpenAI-compatible API, with the official openai SDK as the client", ()
       { ...doc, messages: doc.messages.slice(0, at + 1) },
       "gpt-4o"
     )
-    expect(sent[0]!.body.messages).toEqual((expected.request as { messages: unknown }).messages)
+    expect(expected.format).toBe("openai")
+    if (expected.format === "openai") expect(sent[0]!.body.messages).toEqual(expected.request.messages)
     expect(doc.messages.slice(at).map((m) => `${m.role}:${m.meta.kind}`)).toEqual([
       "user:input",
       "assistant:final"
@@ -227,5 +228,34 @@ describe("OpenAI-compatible API, with the official openai SDK as the client", ()
     expect(body.request.messages[0]).toEqual({ role: "system", content: "You are a tutor." })
     expect(body.request.messages.at(-1)?.content).toContain("A wave carries energy.")
     expect(body.report.available).toBeGreaterThan(0)
+  })
+
+  it("compiles statelessly with a history in the seed's plain form, and names a bad message's field", async () => {
+    const post = (history: unknown) =>
+      fetch(`${gw.baseUrl}/v1/compile`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ history, query: "And then?", model: "gpt-4o", format: "openai" })
+      })
+    const plain = [
+      { role: "user", content: "What is a wave?" },
+      { role: "assistant", content: "A disturbance that carries energy." }
+    ]
+    const ok = await post(plain)
+    expect(ok.status).toBe(200)
+    const body = (await ok.json()) as { request: { messages: Array<{ role: string; content: string }> } }
+    expect(body.request.messages.slice(-3)).toEqual([
+      { role: "user", content: "What is a wave?" },
+      { role: "assistant", content: "A disturbance that carries energy." },
+      { role: "user", content: "And then?" }
+    ])
+    const bad = await post([
+      { role: "user", content: "hi" },
+      { role: "bot", content: "?" }
+    ])
+    expect(bad.status).toBe(422)
+    const error = ((await bad.json()) as { error: { message: string } }).error
+    expect(error.message).toMatch(/^history: \[1\]\.role: expected /)
+    expect(error.message.length).toBeLessThanOrEqual(300)
   })
 })

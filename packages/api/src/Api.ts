@@ -69,17 +69,70 @@ export interface BlockNode {
   readonly children: ReadonlyArray<BlockNode>
 }
 
-export const Preview = Schema.Struct({
+// The request as the model gets it, typed per format (the compiler's renderers): narrow on
+// `format` to read `request`.
+const OpenAIToolCall = Schema.Struct({
+  id: Schema.String,
+  type: Schema.Literal("function"),
+  function: Schema.Struct({ name: Schema.String, arguments: Schema.String })
+})
+export const OpenAIRequestMessage = Schema.Union(
+  Schema.Struct({ role: Schema.Literal("system", "user"), content: Schema.String }),
+  Schema.Struct({
+    role: Schema.Literal("assistant"),
+    content: Schema.NullOr(Schema.String),
+    tool_calls: Schema.optional(Schema.Array(OpenAIToolCall))
+  }),
+  Schema.Struct({ role: Schema.Literal("tool"), tool_call_id: Schema.String, content: Schema.String })
+).annotations({ identifier: "OpenAIRequestMessage" })
+const AnthropicBlock = Schema.Union(
+  Schema.Struct({ type: Schema.Literal("text"), text: Schema.String }),
+  Schema.Struct({
+    type: Schema.Literal("tool_use"),
+    id: Schema.String,
+    name: Schema.String,
+    input: Schema.Unknown
+  }),
+  Schema.Struct({
+    type: Schema.Literal("tool_result"),
+    tool_use_id: Schema.String,
+    content: Schema.String,
+    is_error: Schema.optional(Schema.Boolean)
+  })
+).annotations({ identifier: "AnthropicBlock" })
+
+const previewFields = {
   model: Schema.String,
-  format: Schema.String,
-  request: Schema.Unknown,
   report: Schema.Unknown,
   layers: Schema.Array(
     Schema.Struct({ id: Schema.String, tokens: Schema.Number, messages: Schema.optional(Schema.Number) })
   ),
   prefix: Schema.Unknown,
   warnings: Schema.Array(Schema.String)
-})
+}
+export const Preview = Schema.Union(
+  Schema.Struct({
+    ...previewFields,
+    format: Schema.Literal("openai"),
+    request: Schema.Struct({ messages: Schema.Array(OpenAIRequestMessage) })
+  }),
+  Schema.Struct({
+    ...previewFields,
+    format: Schema.Literal("anthropic"),
+    request: Schema.Struct({
+      system: Schema.String,
+      messages: Schema.Array(
+        Schema.Struct({ role: Schema.Literal("user", "assistant"), content: Schema.Array(AnthropicBlock) })
+      )
+    })
+  }),
+  Schema.Struct({
+    ...previewFields,
+    format: Schema.Literal("react"),
+    request: Schema.Struct({ prompt: Schema.String })
+  })
+).annotations({ identifier: "Preview" })
+export type Preview = typeof Preview.Type
 
 export const ChatRequest = strict(
   Schema.Struct({
@@ -300,8 +353,11 @@ export const StatelessCompile = strict(
     files: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
     /** Files of the data root by path (system-prompt.md, profile.md). */
     globalFiles: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
-    /** A history document (`ctxo.history/v1`). */
-    history: Schema.optional(JsonObject),
+    /**
+     * The history: a `ctxo.history/v1` document, or the seed's plain array of chat messages
+     * (`{ role, content }`, OpenAI `tool_calls` and `tool` replies), as `messages.json` may hold.
+     */
+    history: Schema.optional(Schema.Union(JsonObject, Schema.Array(Schema.Unknown))),
     query: Schema.optional(Schema.String),
     model: Schema.optional(Schema.String),
     format: Schema.optional(Schema.Literal("openai", "anthropic", "react"))
