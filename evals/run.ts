@@ -512,7 +512,8 @@ if (gatewaySuite) {
     console.log(`  gateway suite (promptfoo's openai provider through the gateway) at ${seconds()} s`)
   const gateway = await startGateway()
   try {
-    const result = await runSuite("gateway.yaml", "gateway-results", 4, {
+    // 2 questions × 3 providers (session, compacting session, proxy).
+    const result = await runSuite("gateway.yaml", "gateway-results", 6, {
       env: { CTXO_GATEWAY_URL: gateway.url },
       description: "ctxo gateway: promptfoo's openai provider through the gateway"
     })

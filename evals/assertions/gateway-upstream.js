@@ -76,6 +76,9 @@ const compactionProblems = (messages) => {
   const out = []
   if (!messages.some((m) => m.role === "system" && text(m.content).includes(EARLIER_SUMMARY_LINE)))
     out.push("keep-turns: the earlier summary did not reach the model word for word (compressed again?)")
+  // The compaction happened: the oldest live turn (3) was archived, so it no longer reaches the model.
+  if (messages.some((m) => m.role === "user" && text(m.content) === "step 3 of the long task"))
+    out.push("keep-turns: turn 3 still reached the model: the session over its trigger did not compact")
   const turns = messages.filter(
     (m) => m.role === "user" && /^step \d+ of the long task$/.test(text(m.content))
   )

@@ -54,7 +54,9 @@ export const readKeys = (list: Option.Option<Redacted.Redacted<string>>, file: O
             Schema.decodeUnknown(Schema.parseJson(KeysFile))(text).pipe(
               Effect.mapError((e) => {
                 const { path, problem } = firstProblem(e)
-                return new InvalidKeys({ source: file.value, reason: `${path}: ${problem}` })
+                // A key's value is a secret: the problem without what was given.
+                const shown = /(^|\.)key$/.test(path) ? problem.replace(/, got [\s\S]*$/, "") : problem
+                return new InvalidKeys({ source: file.value, reason: `${path}: ${shown}` })
               })
             )
           ),

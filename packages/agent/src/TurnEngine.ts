@@ -261,10 +261,13 @@ export interface Service {
     options: TurnOptions
   ) => Effect.Effect<TurnOutcome, TurnError | E, R>
   /**
-   * The request the session's next turn would send first, compiled as that turn would compile it
-   * (the session's manifest and files, its last history cut, the engine's compiler and cache) under
-   * the session's lock; nothing is recorded, archived or remembered. Without `input`: the
-   * manifest's query. The gateway's context preview and `/v1` requests that record nothing.
+   * The request the session's next turn would send first, compiled as that turn compiles it (the
+   * session's manifest and files, its last history cut, the engine's compiler and cache), under the
+   * session's lock, so it waits for a running turn. Nothing is recorded, archived or remembered.
+   * Two steps of a turn are not taken: it does not compact (a session over its trigger shows its
+   * history as it is; the turn compacts first) and an input that cannot fit is the compile's
+   * BudgetExceeded. Without `input`: the manifest's query. The gateway's context preview, `/v1`
+   * requests that record nothing, and `ctxo compile` / `ctxo preview`.
    */
   readonly preview: (request: PreviewRequest) => Effect.Effect<CompileResult, TurnError>
   /** The session's read tracker (the read tool notes files changed since the model read them). */
@@ -477,8 +480,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 model: { id: model.id, contextWindow: options.compaction?.window ?? model.contextWindow },
                 ...(options.compaction === undefined ? {} : { settings: options.compaction }),
                 count: counter.count,
-                // What the turn's requests carry besides the history compaction plans: history
-                // kept beside it, with the summary's room, stays under the trigger.
+                // What the turn's requests carry besides the history compaction plans (pinned turns
+                // are history, the plan counts them): what is kept, with the summary's room, stays
+                // under the trigger.
                 fixedTokens: required.layers
                   .filter((l) => l.id !== "checkpoint_messages" && l.id !== "compression__context")
                   .reduce((n, l) => n + l.tokens, 0),
@@ -536,7 +540,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       store.withSessionLock(
         request.sessionId,
         Effect.gen(function* () {
-          const state = yield* stateOf(request.sessionId)
+          // The session's last cut when the engine holds one; a preview adds no state of its own.
+          const previous = states.get(yield* keyOf(request.sessionId))?.compileState
           return yield* provide(
             compiler.compile({
               sessionId: request.sessionId,
@@ -546,7 +551,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               ...(request.format === undefined ? {} : { format: request.format }),
               ...(request.input === undefined ? {} : { query: request.input }),
               ...(request.references === undefined ? {} : { references: request.references }),
-              ...(state.compileState === undefined ? {} : { previous: state.compileState })
+              ...(previous === undefined ? {} : { previous })
             })
           )
         })

@@ -139,10 +139,13 @@ export const fitSummary = (text: string, max: number, count: (text: string) => n
       largest((n) => count(cut(n, tail.length)) <= max, base.length),
       tail.length
     )
-  // The File System State alone is over: the title, and as many of its lines as fit.
+  // The File System State alone is over: the title, its heading, and as many of its lines as fit.
   return cut(
     head,
-    largest((m) => count(cut(head, m)) <= max, tail.length)
+    Math.max(
+      Math.min(1, tail.length),
+      largest((m) => count(cut(head, m)) <= max, tail.length)
+    )
   )
 }
 
@@ -268,9 +271,9 @@ export interface CompactOptions {
   /** Token counter for the remaining-size check and budget-limited selection (default length / 3). */
   readonly count?: (text: string) => number
   /**
-   * Tokens every request of the turn carries besides history (system prompt, rules, pinned turns,
-   * other contexts, the input), as a compile counts them; the history kept must fit beside them.
-   * Default: the input alone, estimated as length / 3.
+   * Tokens every request of the turn carries besides history (system prompt, rules, other
+   * contexts, the input), as a compile counts them; the history kept must fit beside them (pinned
+   * turns are history: the plan counts them). Default: the input alone, estimated as length / 3.
    */
   readonly fixedTokens?: number
   readonly onEvent?: (event: CompactionEvent) => Effect.Effect<void>

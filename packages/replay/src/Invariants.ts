@@ -380,6 +380,8 @@ export interface CompactionEvidence extends Where {
   readonly stillOver: boolean
   /** The trigger's ratio of the window (the fixture's setting, else design.md's 0.8). */
   readonly triggerRatio: number
+  /** The window compaction triggers on: the fixture's `contextWindow` when smaller than the model's. */
+  readonly compactionWindow?: number
   /** Turns with archived and visible messages both (a cut inside a turn). */
   readonly splitTurns: ReadonlyArray<number>
   readonly summariesBefore: ReadonlyArray<{ readonly id: string; readonly text: string }>
@@ -888,6 +890,7 @@ export const observeCompaction = (o: {
   readonly keepTurns: number
   readonly stillOver?: boolean
   readonly triggerRatio?: number
+  readonly compactionWindow?: number
   readonly before: HistoryDocument
   readonly after: HistoryDocument
   readonly plan?: {
@@ -926,6 +929,7 @@ export const observeCompaction = (o: {
     stillOver: o.stillOver ?? false,
     // design.md: compaction triggers at 80% of the window unless the session configures another ratio.
     triggerRatio: o.triggerRatio ?? 0.8,
+    ...(o.compactionWindow === undefined ? {} : { compactionWindow: o.compactionWindow }),
     splitTurns: [...archived].filter((t) => visible.has(t)),
     summariesBefore: o.before.compression.map((s) => ({ id: s.id, text: s.text })),
     summariesAfter: o.after.compression.map((s) => ({ id: s.id, text: s.text })),
@@ -1110,7 +1114,8 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
       // still over).
       const first = e.points.find((p) => p.turn === c.turn && p.phase === "input" && p.historyExpected)
       if (c.status === "compacted" && !c.reducedForBudget && !c.stillOver && first !== undefined) {
-        const window = PROFILE_LIMITS[c.model]?.window ?? first.window
+        const modelWindow = PROFILE_LIMITS[c.model]?.window ?? first.window
+        const window = Math.min(c.compactionWindow ?? modelWindow, modelWindow)
         const trigger = Math.floor(c.triggerRatio * window)
         if (first.tokens > trigger)
           problems.push(

@@ -416,6 +416,9 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
                   status: result.status,
                   keepTurns,
                   stillOver: result.stillOver,
+                  ...(session.settings?.contextWindow === undefined
+                    ? {}
+                    : { compactionWindow: session.settings.contextWindow }),
                   ...(session.settings?.triggerRatio === undefined
                     ? {}
                     : { triggerRatio: session.settings.triggerRatio }),
