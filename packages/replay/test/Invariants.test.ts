@@ -1,3 +1,6 @@
+import { mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import { get_encoding } from "tiktoken"
@@ -282,10 +285,15 @@ describe("generated sessions", () => {
   })
 
   it("are written as fixture files with the seed of CTXO_EVAL_SEED", () => {
-    const dir = `${process.env.TMPDIR ?? "/tmp"}/ctxo-generated-${process.pid}`
-    const written = writeGeneratedSessions({ dir, count: 3, seed: 99 })
-    expect(written.seed).toBe(99)
-    expect(written.files).toHaveLength(3)
+    const dir = mkdtempSync(join(tmpdir(), "ctxo-generated-"))
+    try {
+      const written = writeGeneratedSessions({ dir, count: 3, seed: 99 })
+      expect(written.seed).toBe(99)
+      expect(written.files).toHaveLength(3)
+      expect(readdirSync(dir).sort()).toEqual(["gen-99-01.json", "gen-99-02.json", "gen-99-03.json"])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it("holds history's results to the compression limits, not the running turn's full observations", () => {
