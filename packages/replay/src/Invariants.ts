@@ -945,8 +945,12 @@ export const observeCompaction = (o: {
 
 // --- the rules
 
-/** Headings every summary keeps (the template of design.md's compaction, seed 002 A5). */
-const SUMMARY_HEADINGS = ["## 📌 Archived Session Summary", "### 📂 File System State (Snapshot)"]
+/** Headings every summary keeps, its goal among them (the template of design.md's compaction, seed 002 A5). */
+const SUMMARY_HEADINGS = [
+  "## 📌 Archived Session Summary",
+  "### 🎯 Objectives & Status",
+  "### 📂 File System State (Snapshot)"
+]
 
 const at = (w: Where) => ({
   session: w.session,
@@ -1102,7 +1106,8 @@ const rules: Readonly<Record<Invariant, (e: ReplayEvidence) => Array<Omit<Violat
         const after = c.summariesAfter.find((x) => x.id === s.id)
         if (after === undefined || after.text !== s.text) problems.push(`summary ${s.id} was changed or lost`)
       }
-      // A new summary follows the fixed template: its title and the mechanical File System State.
+      // A new summary follows the fixed template: its title, the goal, and the mechanical File
+      // System State (a summary fitted to its room gives up milestones, never these).
       for (const s of c.summariesAfter) {
         if (c.summariesBefore.some((b) => b.id === s.id)) continue
         const missing = SUMMARY_HEADINGS.filter((h) => !s.text.includes(h))
