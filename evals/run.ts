@@ -246,16 +246,11 @@ const runSuite = (
   })
 
 /**
- * The gateway on a copy of the example data, with the local model (a fake upstream that writes each
- * request it gets to .out/upstream.jsonl, where the gateway suite's assertions read what the model
- * was sent); with CTXO_EVAL_BREAK, the turn engine runs the broken compiler or compactor.
- */
-/**
  * The gateway suite's compacting session (`long-task`, provider `gateway-compacting`): an earlier
  * summary over archived turns 1-2, then 14 finished turns, the last answer reporting 110,100 tokens
  * of gpt-4o's 128,000 (over the 80% trigger), so the suite's first question compacts. What must
  * hold after it (checked in assertions/gateway-upstream.js): the earlier summary reaches the model
- * word for word (a summary is never compressed again) and at least the last 10 turns are there.
+ * word for word (a summary is never compressed again) and at least the last 10 turns are there, and turn 3 is archived (the compaction happened).
  */
 const COMPACTING_SESSION = "long-task"
 const EARLIER_SUMMARY = [
@@ -319,6 +314,11 @@ const seedCompactingSession = (dataDir: string) => {
   writeFileSync(join(dataDir, "sessions.json"), `${JSON.stringify(index, null, 2)}\n`)
 }
 
+/**
+ * The gateway on a copy of the example data, with the local model (a fake upstream that writes each
+ * request it gets to .out/upstream.jsonl, where the gateway suite's assertions read what the model
+ * was sent); with CTXO_EVAL_BREAK, the turn engine runs the broken compiler or compactor.
+ */
 const startGateway = async () => {
   const { Layer, Logger, LogLevel, ManagedRuntime, Option } = await import("effect")
   const NodeHttpServer = await import("@effect/platform-node/NodeHttpServer")

@@ -24,7 +24,7 @@ import type { CompileResult } from "@ctxo/compiler/Compile"
 import { compile } from "@ctxo/compiler/Compile"
 import { parseManifest } from "@ctxo/compiler/Manifest"
 import * as Workspace from "@ctxo/compiler/Workspace"
-import { decodeHistoryText } from "@ctxo/history/HistoryFormat"
+import { decodeHistoryJson } from "@ctxo/history/HistoryFormat"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
@@ -431,7 +431,7 @@ export const OpenAILive = HttpApiBuilder.group(Api, "openai", (handlers) =>
         const history =
           payload.history === undefined
             ? undefined
-            : yield* Either.match(decodeHistoryText(JSON.stringify(payload.history), "history"), {
+            : yield* Either.match(decodeHistoryJson(payload.history, "history"), {
                 // One sentence naming the JSON path inside the body's history.
                 onLeft: (e) =>
                   Effect.fail(

@@ -4,7 +4,7 @@ import { Api } from "@ctxo/api/Api"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, type SseEvent, startGateway } from "./harness.ts"
+import { chatEvents, createSession, type SseEvent, startGateway } from "./harness.ts"
 
 let gw: Awaited<ReturnType<typeof startGateway>>
 beforeAll(async () => {
@@ -18,6 +18,35 @@ const results = (events: ReadonlyArray<SseEvent>) =>
     .map((e) => (e.data as { result: { status: string; data?: unknown; error?: unknown } }).result)
 
 describe("agent tools in a chat turn", () => {
+  it("writes a control file only when the turn's manifest allows it (agent.writeControlFiles)", async () => {
+    const manifest = (allow: boolean) =>
+      `${JSON.stringify({ policy: "notebook", model: "gpt-4o", agent: { writeControlFiles: allow } })}\n`
+    const outcome = async (sid: string, allow: boolean) => {
+      await createSession(gw, sid)
+      writeFileSync(join(gw.dataDir, sid, "context-config.json"), manifest(allow))
+      gw.upstream.script(
+        {
+          type: "tool_calls",
+          calls: [
+            {
+              id: "w1",
+              name: "write_file",
+              arguments: { path: "context-config.json", content: manifest(allow) }
+            }
+          ]
+        },
+        { type: "text", text: "Done." }
+      )
+      const turn = await gw.run(chatEvents(sid, { message: "Rewrite your manifest.", model: "gpt-4o" }))
+      return results(turn.events)[0]
+    }
+    expect(await outcome("control-allowed", true)).toMatchObject({ status: "success" })
+    expect(await outcome("control-refused", false)).toMatchObject({
+      status: "error",
+      error: { code: "PathRefused" }
+    })
+  })
+
   it("reads, writes, lists, searches, reads a block and dismisses a memory, all inside the session", async () => {
     const sid = "code-agent-auth"
     gw.upstream.script(

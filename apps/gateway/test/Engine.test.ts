@@ -15,7 +15,7 @@ import type { HistoryDocument } from "@ctxo/history/Message"
 import { Option } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, startGateway } from "./harness.ts"
+import { chatEvents, createSession, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 type Sent = ReadonlyArray<Record<string, unknown>>
@@ -72,10 +72,6 @@ const http = async (
   return { status: response.status, json, text } satisfies Reply
 }
 
-const createSession = async (g: Gateway, id: string) => {
-  const r = await http(g, "POST", "/api/sessions", { id, concept: `test ${id}` })
-  expect(r.status, r.text).toBe(201)
-}
 const writeFile = async (g: Gateway, id: string, path: string, content: string) => {
   const r = await http(g, "PUT", `/api/sessions/${id}/file?path=${encodeURIComponent(path)}`, { content })
   expect(r.status, r.text).toBe(200)
@@ -498,16 +494,18 @@ describe("deleting a session while its turn runs", () => {
     while (holding.arrived() === arrived) await sleep(10)
     expect(recordedOf(sid)).toEqual([old[0], expect.any(String), old[1]])
 
-    // The DELETE and the new session either go through at once or wait for the running turn:
-    // either way the new session starts empty and stays empty.
-    const recreated = http(slow, "DELETE", `/api/sessions/${sid}`).then(async (deleted) => {
-      expect(deleted.status, deleted.text).toBe(204)
+    // A DELETE takes the session's lock, so it waits for the running turn; the new session made
+    // after it starts empty and stays empty.
+    let deleted = false
+    const recreated = http(slow, "DELETE", `/api/sessions/${sid}`).then(async (answer) => {
+      deleted = true
+      expect(answer.status, answer.text).toBe(204)
       await createSession(slow, sid)
-    })
-    if (await Promise.race([recreated.then(() => true), sleep(300).then(() => false)])) {
       expect(await shows(sid, ...old)).toEqual([])
       expect(recordedOf(sid)).toEqual([])
-    }
+    })
+    await sleep(300)
+    expect(deleted).toBe(false)
     holding.release()
     await recreated
     await running

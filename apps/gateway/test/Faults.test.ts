@@ -10,7 +10,7 @@ import type { Reply } from "@ctxo/agent/FakeUpstream"
 import type { HistoryDocument } from "@ctxo/history/Message"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, startGateway } from "./harness.ts"
+import { chatEvents, createSession, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -87,16 +87,7 @@ const recorded = (gw: Gateway, sid: string, input: string) => {
 }
 
 let sessions = 0
-const newSession = async (gw: Gateway) => {
-  const id = `faults-${++sessions}`
-  const response = await fetch(`${gw.baseUrl}/api/sessions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id, concept: "coding" })
-  })
-  expect(response.status).toBe(201)
-  return id
-}
+const newSession = (gw: Gateway) => createSession(gw, `faults-${++sessions}`)
 
 /** Waits (generously) until `check` holds. */
 const eventually = async (check: () => boolean, what: string) => {

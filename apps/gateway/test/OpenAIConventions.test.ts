@@ -16,7 +16,7 @@ import { ConfigProvider, Effect, Layer, Option, Redacted, Stream } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
-import { chatEvents, startGateway } from "./harness.ts"
+import { chatEvents, createSession, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -48,16 +48,7 @@ const user = (content: string, model = "gpt-4o") => ({
 const historyText = (gw: Gateway, sid: string) => readFileSync(join(gw.dataDir, sid, "messages.json"), "utf8")
 
 let sessions = 0
-const newSession = async (gw: Gateway) => {
-  const id = `conventions-${++sessions}`
-  const response = await fetch(`${gw.baseUrl}/api/sessions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ id, concept: "coding" })
-  })
-  expect(response.status).toBe(201)
-  return id
-}
+const newSession = (gw: Gateway) => createSession(gw, `conventions-${++sessions}`)
 
 const rateLimited = {
   type: "error",

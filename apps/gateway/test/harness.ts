@@ -9,6 +9,7 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Stream } from "effect"
+import { expect } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
 import { app } from "../src/Server.ts"
 
@@ -86,3 +87,14 @@ export const chatEvents = (sessionId: string, body: Record<string, unknown>) =>
       })
     return { status: response.status, contentType: response.headers["content-type"], events }
   }).pipe(Effect.scoped)
+
+/** Creates session `id` through the API (201, else the test fails with the answer) and returns it. */
+export const createSession = async (gw: { readonly baseUrl: string }, id: string) => {
+  const response = await fetch(`${gw.baseUrl}/api/sessions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ id, concept: `test ${id}` })
+  })
+  expect(response.status, await response.text()).toBe(201)
+  return id
+}

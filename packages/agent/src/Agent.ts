@@ -61,9 +61,11 @@ const agentDriver = (sessionId: string) =>
             ...(done?.usage === undefined ? {} : { usage: done.usage })
           }
         }),
-      runTool: (call) =>
+      runTool: (call, step) =>
         Effect.flatMap(engine.tracker(sessionId), (tracker) =>
-          runTool(sessionId, call.name, call.arguments, tracker)
+          runTool(sessionId, call.name, call.arguments, tracker, {
+            allowControlFiles: step.manifest.agent.writeControlFiles
+          })
         ).pipe(Effect.provide(context))
     }
     return driver

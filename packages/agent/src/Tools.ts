@@ -6,12 +6,10 @@
 
 import { blockText, getBlockById } from "@ctxo/blocks/Block"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
-import { parseManifest } from "@ctxo/compiler/Manifest"
 import { HistoryStore } from "@ctxo/history/HistoryStore"
 import { dismissMemory } from "@ctxo/history/HistoryView"
 import type { ReadTracker } from "@ctxo/history/ReadTracker"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
-import { MANIFEST_FILE } from "@ctxo/store/Paths"
 import { Store } from "@ctxo/store/Store"
 import { Effect, Either } from "effect"
 import { RE2JS, RE2JSException } from "re2js"
@@ -121,7 +119,14 @@ const fail = (message: string, code = "TOOL_ERROR"): RawToolResult => ({
 })
 
 /** Runs one tool call; failures become an error observation the model can read, never a crash. */
-export const runTool = (sessionId: string, name: string, argumentsJson: string, tracker: ReadTracker) =>
+export const runTool = (
+  sessionId: string,
+  name: string,
+  argumentsJson: string,
+  tracker: ReadTracker,
+  /** Whether the turn's manifest lets the model write the session's control files. */
+  options: { readonly allowControlFiles: boolean } = { allowControlFiles: false }
+) =>
   Effect.gen(function* () {
     const store = yield* Store
     let args: Record<string, unknown>
@@ -172,19 +177,10 @@ export const runTool = (sessionId: string, name: string, argumentsJson: string, 
               Effect.as(true),
               Effect.catchTag("FileNotFound", () => Effect.succeed(false))
             )
-            // The session's control files only when its manifest lets the agent write them.
-            const allowControlFiles = yield* store.readFile(sessionId, MANIFEST_FILE).pipe(
-              Effect.map((f) =>
-                Either.match(parseManifest(f.content), {
-                  onLeft: () => false,
-                  onRight: (m) => m.agent.writeControlFiles
-                })
-              ),
-              Effect.orElseSucceed(() => false)
-            )
+            // The session's control files only when the turn's manifest lets the agent write them.
             const info = yield* store.writeFile(sessionId, path, text("content") ?? "", {
               actor: "model",
-              allowControlFiles,
+              allowControlFiles: options.allowControlFiles,
               ...(startLine ? { startLine } : {}),
               ...(endLine ? { endLine } : {})
             })

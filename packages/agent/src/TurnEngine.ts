@@ -136,6 +136,8 @@ export interface StepContext {
   readonly turn: number
   readonly step: number
   readonly model: ResolvedModel
+  /** The manifest the turn compiles with (what the session allows its tools, among the rest). */
+  readonly manifest: Manifest
   readonly emit: (event: TurnEvent) => Effect.Effect<void>
 }
 
@@ -370,7 +372,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           const compiled = yield* provide(compiler.compile(compileOptions))
           state.compileState = compiled.state
           if (options.onCompiled) yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
-          const context: StepContext = { turn, step, model, emit }
+          const context: StepContext = { turn, step, model, manifest, emit }
           const answer = yield* driver.model(compiled, context)
           if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
           if (answer.toolCalls.length === 0) {

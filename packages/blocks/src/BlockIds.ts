@@ -8,7 +8,7 @@
  * The old paths of a renamed block are kept as aliases, so references written before the rename
  * still resolve (`BlockResolver.resolveBlock`). Reading and writing the sidecar is the caller's job.
  */
-import { firstProblem } from "@ctxo/store/DecodeError"
+import { problemOf } from "@ctxo/store/DecodeError"
 import { Either, Schema } from "effect"
 import type { Block } from "./Block.ts"
 import { flattenBlocks, splitId, unescapeSegment } from "./Block.ts"
@@ -51,10 +51,7 @@ export const decodeSidecar = (
   sidecarFile: string
 ): Either.Either<BlockIdSidecar, InvalidSidecar> =>
   decode(text).pipe(
-    Either.mapLeft((error) => {
-      const { path, problem } = firstProblem(error)
-      return new InvalidSidecar({ file: sidecarFile, reason: `${path}: ${problem}` })
-    })
+    Either.mapLeft((error) => new InvalidSidecar({ file: sidecarFile, reason: problemOf(error) }))
   )
 
 /** The sidecar as stable, diff-friendly JSON text (two-space indent, trailing newline). */

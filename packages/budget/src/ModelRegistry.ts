@@ -13,7 +13,7 @@
  * snapshot of a known name (`claude-sonnet-4-5-20250929`), or another provider prefix
  * (`meta-llama/llama-3.3-70b-instruct`).
  */
-import { firstProblem } from "@ctxo/store/DecodeError"
+import { problemOf } from "@ctxo/store/DecodeError"
 import { Config, Context, Effect, Either, Layer, Option, Schema } from "effect"
 import { InvalidModelConfig, UnknownModel } from "./BudgetErrors.ts"
 import { defaultModels } from "./internal/defaultModels.ts"
@@ -106,10 +106,7 @@ export const parseModelsConfig = (
   origin: string
 ): Either.Either<ModelsConfig, InvalidModelConfig> =>
   decodeConfig(text).pipe(
-    Either.mapLeft((error) => {
-      const { path, problem } = firstProblem(error)
-      return new InvalidModelConfig({ origin, reason: `${path}: ${problem}` })
-    })
+    Either.mapLeft((error) => new InvalidModelConfig({ origin, reason: problemOf(error) }))
   )
 
 const SNAPSHOT_SUFFIX = /^(.+?)-(\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest)$/

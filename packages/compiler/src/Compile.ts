@@ -40,7 +40,7 @@ import type {
   InvalidManifest,
   UnresolvedReference
 } from "./CompilerErrors.ts"
-import type { Composition } from "./Composer.ts"
+import { type Composition, processRules } from "./Composer.ts"
 import type { ContextSource } from "./ContextSource.ts"
 import { emit } from "./internal/emit.ts"
 import { makeFormatter } from "./internal/format.ts"
@@ -196,8 +196,7 @@ export const compile = (
     // 3. select blocks: with the running turn's observations full, then, while the required layers
     // do not fit, with its older observations compressed, then as placeholders (oldest first; the
     // newest stays whole): the fewest steps of that fallback that fit.
-    const role = manifest.process.role ?? "agent"
-    const share = manifest.process.enableShareContext ?? role !== "map-worker"
+    const rules = processRules(manifest.process)
     const selectWith = (v: number) =>
       selectBlocks({
         model,
@@ -215,8 +214,8 @@ export const compile = (
           summaries: sources.view.summaries,
           archivedTurns: sources.archivedTurns,
           file: historyFile,
-          shown: role === "agent",
-          summariesShown: share
+          shown: rules.showsHistory,
+          summariesShown: rules.shares
         },
         ...(options.previous === undefined ? {} : { previous: options.previous })
       })

@@ -88,6 +88,20 @@ export interface ProcessOptions {
   readonly knowledge?: boolean
 }
 
+/** The process rules: a map-reduce role gets no earlier turns; sharing is off for a map worker by default. */
+export const processRules = (
+  process:
+    | { readonly role?: ProcessRole | undefined; readonly enableShareContext?: boolean | undefined }
+    | undefined
+) => {
+  const role = process?.role ?? "agent"
+  return {
+    role,
+    showsHistory: role === "agent",
+    shares: process?.enableShareContext ?? role !== "map-worker"
+  }
+}
+
 export interface ComposeInput {
   readonly policy: PolicyName | Policy
   readonly systemPrompt: string
@@ -122,8 +136,7 @@ export const compose = (
   input: ComposeInput
 ): Either.Either<Composition, InvalidContextKey | DuplicateInput> => {
   const policy = typeof input.policy === "string" ? policies[input.policy] : input.policy
-  const role = input.process?.role ?? "agent"
-  const share = input.process?.enableShareContext ?? role !== "map-worker"
+  const { showsHistory, shares: share } = processRules(input.process)
 
   for (const key of Object.keys(input.contexts)) {
     if (!key.endsWith("__context")) {
@@ -144,12 +157,11 @@ export const compose = (
     (key === "knowledge__context" && input.process?.knowledge === true)
   const contexts = Object.entries(input.contexts).filter(([key, text]) => allowed(key) && text.trim() !== "")
   const named = new Set<string>(policy.order)
-  const history =
-    role === "agent"
-      ? input.checkpointMessages
-      : input.runningTurn === undefined
-        ? []
-        : input.checkpointMessages.filter((m) => m.meta.turn === input.runningTurn)
+  const history = showsHistory
+    ? input.checkpointMessages
+    : input.runningTurn === undefined
+      ? []
+      : input.checkpointMessages.filter((m) => m.meta.turn === input.runningTurn)
 
   if (input.query !== undefined) {
     const lastUser = [...history].reverse().find((m) => m.role === "user")

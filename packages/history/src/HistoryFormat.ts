@@ -16,7 +16,7 @@
  * Anything else is a `HistoryCorrupt` whose message names the file, the JSON path and what was
  * expected, in one sentence.
  */
-import { firstProblem } from "@ctxo/store/DecodeError"
+import { problemOf } from "@ctxo/store/DecodeError"
 import type { ParseResult } from "effect"
 import { Either, Schema } from "effect"
 import { HistoryCorrupt } from "./HistoryErrors.ts"
@@ -67,8 +67,7 @@ const decodeV1 = Schema.decodeUnknownEither(HistoryDocumentSchema, { errors: "al
 const decodePlain = Schema.decodeUnknownEither(Schema.Array(PlainMessage), { errors: "all" })
 
 const corrupt = (file: string, error: ParseResult.ParseError) => {
-  const { path, problem } = firstProblem(error)
-  return new HistoryCorrupt({ file, reason: `${path}: ${problem}` })
+  return new HistoryCorrupt({ file, reason: problemOf(error) })
 }
 
 /** A tool result's content as text was written by a renderer: `{ status, data?, error? }` when it is that. */
@@ -221,6 +220,14 @@ export const decodeHistoryText = (
     const reason = e instanceof Error ? e.message.replace(/\s+/g, " ").slice(0, 120) : "syntax error"
     return Either.left(new HistoryCorrupt({ file, reason: `(root): not valid JSON (${reason})` }))
   }
+  return decodeHistoryJson(json, file)
+}
+
+/** A history already parsed from JSON (a request body's), decoded as `decodeHistoryText` does. */
+export const decodeHistoryJson = (
+  json: unknown,
+  file: string
+): Either.Either<HistoryDocument, HistoryCorrupt> => {
   if (Array.isArray(json)) {
     return decodePlain(json).pipe(
       Either.mapBoth({ onLeft: (error) => corrupt(file, error), onRight: fromPlainMessages })

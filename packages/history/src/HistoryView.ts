@@ -8,6 +8,7 @@
  *   shows a placeholder that keeps cause and effect readable; the call stays, so pairs stay whole.
  * - The file keeps everything.
  */
+import { HISTORY_FILE, TOOL_RESULTS_DIR } from "@ctxo/store/Paths"
 import { Either } from "effect"
 import { MessageNotFound } from "./HistoryErrors.ts"
 import type { Dismissal, HistoryDocument, Message, Part, Summary, ToolResultPart } from "./Message.ts"
@@ -129,7 +130,7 @@ export interface ReduceOptions {
  * every message keeps its id. The same turn when there is nothing to reduce.
  */
 export const reduceTurn = (turn: Turn, options: ReduceOptions = {}): Turn => {
-  const historyFile = options.historyFile ?? "messages.json"
+  const historyFile = options.historyFile ?? HISTORY_FILE
   // The same messages reduce to the same turn (its message array too: counts and hashes by it hold).
   const hit = reducedTurns.get(turn.messages)
   if (hit !== undefined && hit.historyFile === historyFile && hit.turn.turn === turn.turn) {
@@ -220,10 +221,10 @@ export const turnSpans = (turns: ReadonlyArray<number>): string => {
  * The note a request carries for earlier turns it leaves out with no summary shown for them:
  * which turns, and that they are on file.
  */
-export const leftOutTurnsNote = (turns: ReadonlyArray<number>, historyFile = "messages.json"): string =>
+export const leftOutTurnsNote = (turns: ReadonlyArray<number>, historyFile = HISTORY_FILE): string =>
   turns.length === 0
     ? ""
-    : `(Earlier ${turnSpans(turns)} left out to fit the budget, with no summary shown for ${turns.length === 1 ? "it" : "them"}; on file in ${historyFile}, full tool results in tool-results/.)`
+    : `(Earlier ${turnSpans(turns)} left out to fit the budget, with no summary shown for ${turns.length === 1 ? "it" : "them"}; on file in ${historyFile}, full tool results in ${TOOL_RESULTS_DIR}/.)`
 
 /** The summary as the model reads it (a system message in L3). */
 export const summaryText = (summary: Summary): string => summary.text

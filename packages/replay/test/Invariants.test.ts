@@ -1,6 +1,7 @@
 import { mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { EXTRA_CONTEXTS, policies } from "@ctxo/compiler/Composer"
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import { get_encoding } from "tiktoken"
@@ -124,6 +125,16 @@ describe("expectations written apart from the product", () => {
     expect(EXPECTED_ORDER["code-agent"].indexOf("rules__context")).toBeLessThan(
       EXPECTED_ORDER["code-agent"].indexOf("checkpoint_messages")
     )
+  })
+
+  it("writes the same layer orders as the composer's policies, independently (a drift in either shows)", () => {
+    for (const [name, policy] of Object.entries(policies))
+      expect(
+        EXPECTED_ORDER[name as keyof typeof EXPECTED_ORDER].map((slot) =>
+          slot === "*" ? EXTRA_CONTEXTS : slot
+        ),
+        name
+      ).toEqual(policy.order)
   })
 
   it("finds @file mentions as design.md says: in order, deduplicated, sentence ends dropped", () => {

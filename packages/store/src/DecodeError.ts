@@ -88,6 +88,12 @@ export const firstProblem = (error: ParseResult.ParseError): Problem => {
   }
 }
 
+/** The first problem as `path: problem`, for an error that names its file itself. */
+export const problemOf = (error: ParseResult.ParseError): string => {
+  const { path, problem } = firstProblem(error)
+  return `${path}: ${problem}`
+}
+
 /** A file name as a sentence shows it: its first 100 characters. */
 export const clipFile = (file: string): string => clip(file, 100)
 
@@ -96,8 +102,7 @@ export const clipFile = (file: string): string => clip(file, 100)
  * at most 300 characters.
  */
 export const describeParseError = (error: ParseResult.ParseError, file: string): string => {
-  const { path, problem } = firstProblem(error)
-  return clip(`${clipFile(file)}: ${path}: ${problem}`, MAX_SENTENCE)
+  return clip(`${clipFile(file)}: ${problemOf(error)}`, MAX_SENTENCE)
 }
 
 /** Any sentence clipped to the limit (for messages assembled around a problem). */

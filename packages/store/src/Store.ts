@@ -42,7 +42,6 @@ import {
   INDEX_FILE,
   isHistoryFile,
   isTempFile,
-  TENANTS_DIR,
   toolResultPath
 } from "./Paths.ts"
 import {
@@ -355,7 +354,6 @@ export const makeUnsafe = (rootDir: string): Service => {
       return read.text
     })
 
-  const listings = new Map<string, ReadonlyArray<string>>()
   const listSession = (sessionId: string) =>
     Effect.gen(function* () {
       yield* checkSessionId(sessionId)
@@ -386,8 +384,6 @@ export const makeUnsafe = (rootDir: string): Service => {
         }
       }
       files.sort()
-      listings.set(sessionId, files)
-      bounded(listings, 1024)
       return files
     })
   const listGlobal = Effect.gen(function* () {
@@ -470,15 +466,10 @@ export const makeUnsafe = (rootDir: string): Service => {
             )
             if (existing !== undefined && !existing.isDirectory())
               return yield* new PathRefused({ path: id, reason: "a file of the data root has this name" })
-            yield* withSessionLock(
-              id,
-              Effect.gen(function* () {
-                // A folder without a record is what a deleted session left: the new one starts empty.
-                if (existing !== undefined)
-                  yield* attempt(dir, "create", () => rm(dir, { recursive: true, force: true }))
-                yield* attempt(dir, "create", () => mkdir(dir))
-              })
-            )
+            // A folder without a record is what a deleted session left: the new one starts empty.
+            if (existing !== undefined)
+              yield* attempt(dir, "create", () => rm(dir, { recursive: true, force: true }))
+            yield* attempt(dir, "create", () => mkdir(dir))
             const record: SessionRecord = { id, concept: input.concept, createdAt: new Date().toISOString() }
             yield* writeIndex([...records, record])
             return record
@@ -499,7 +490,6 @@ export const makeUnsafe = (rootDir: string): Service => {
             yield* writeIndex(records.filter((r) => r.id !== id))
             yield* attempt(id, "delete", () => rm(sessionBase(base, id), { recursive: true, force: true }))
             for (const key of known.keys()) if (key.startsWith(`session\u0000${id}\u0000`)) known.delete(key)
-            listings.delete(id)
           })
         )
       ),
@@ -617,9 +607,6 @@ export const makeUnsafe = (rootDir: string): Service => {
 export const make = (root: string): Effect.Effect<Service> => Effect.sync(() => makeUnsafe(root))
 
 export const layer = (root: string): Layer.Layer<Store> => Layer.sync(Store, () => makeUnsafe(root))
-
-/** Tenant folders are not sessions: a data root in keyed mode keeps them under `tenants/`. */
-export const TENANTS = TENANTS_DIR
 
 /**
  * Copies `from` (an example data root) into `root` when `root` has no sessions.json yet: the

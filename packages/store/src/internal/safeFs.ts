@@ -16,7 +16,7 @@ import type { Stats } from "node:fs"
 import { constants } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
 import { access, lstat, mkdir, open, readlink, realpath, rename, rm, stat, unlink } from "node:fs/promises"
-import { basename, dirname, join, sep } from "node:path"
+import { dirname, join, sep } from "node:path"
 import { TEMP_SUFFIX } from "../Paths.ts"
 
 let hasProc: Promise<boolean> | undefined
@@ -219,5 +219,3 @@ export const unlinkInside = async (
     await dir.close()
   }
 }
-
-export { basename }
