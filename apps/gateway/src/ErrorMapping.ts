@@ -102,6 +102,7 @@ export const STATUS: {
   VersionConflict: 409,
   PathRefused: 400,
   InvalidRange: 400,
+  CorruptFile: 422,
   StoreIOError: 500,
   InvalidManifest: 422,
   UnresolvedReference: 422,

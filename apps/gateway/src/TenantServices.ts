@@ -46,6 +46,7 @@ export const layer: Layer.Layer<
       listSessions: Effect.flatMap(store, (s) => s.listSessions),
       createSession: (input) => Effect.flatMap(store, (s) => s.createSession(input)),
       getSession: (id) => Effect.flatMap(store, (s) => s.getSession(id)),
+      updateSession: (id, patch) => Effect.flatMap(store, (s) => s.updateSession(id, patch)),
       deleteSession: (id) => Effect.flatMap(store, (s) => s.deleteSession(id)),
       listFiles: (id) => Effect.flatMap(store, (s) => s.listFiles(id)),
       readFile: (id, path, range) => Effect.flatMap(store, (s) => s.readFile(id, path, range)),
@@ -62,6 +63,10 @@ export const layer: Layer.Layer<
       writeToolResult: (id, callId, text) =>
         Effect.flatMap(store, (s) => s.writeToolResult(id, callId, text)),
       readToolResult: (id, callId) => Effect.flatMap(store, (s) => s.readToolResult(id, callId)),
+      readTasks: (id) => Effect.flatMap(store, (s) => s.readTasks(id)),
+      writeTasks: (id, tasks) => Effect.flatMap(store, (s) => s.writeTasks(id, tasks)),
+      listDistributions: Effect.flatMap(store, (s) => s.listDistributions),
+      putDistribution: (distribution) => Effect.flatMap(store, (s) => s.putDistribution(distribution)),
       cleanTemporaryFiles: Effect.flatMap(store, (s) => s.cleanTemporaryFiles)
     }
     const historyService: HistoryStore.Service = {

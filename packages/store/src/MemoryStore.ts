@@ -11,10 +11,12 @@ import {
   cleanPath,
   HISTORY_FILE,
   isHistoryFile,
+  TASKS_FILE,
   toolResultPath
 } from "./Paths.ts"
-import type { FileInfo, Service, SessionRecord } from "./Store.ts"
-import { Store, sessionLocks } from "./Store.ts"
+import { type Distribution, decodeTasks, jsonText, type SessionRecord } from "./Records.ts"
+import type { FileInfo, Service } from "./Store.ts"
+import { newRecord, patchRecord, Store, sessionLocks, withDistribution } from "./Store.ts"
 import { FileNotFound, PathRefused, SessionExists, SessionNotFound } from "./StoreErrors.ts"
 
 export interface MemoryFiles {
@@ -38,11 +40,12 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
   >()
   for (const [id, content] of Object.entries(files.sessions ?? {}))
     sessions.set(id, {
-      record: { id, concept: "", createdAt: new Date(0).toISOString() },
+      record: newRecord(id, "", undefined, new Date(0).toISOString()),
       files: new Map(
         Object.entries(content).map(([path, text]) => [path, { text, at: new Date(0).toISOString() }])
       )
     })
+  let distributions: ReadonlyArray<Distribution> = []
   const key = `${root}#${instances++}`
   const withSessionLock = sessionLocks(key)
   const sessionOf = (id: string) =>
@@ -84,11 +87,19 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
         if (sessions.has(id)) return yield* new SessionExists({ sessionId: id })
         if (global.has(id))
           return yield* new PathRefused({ path: id, reason: "a file of the data root has this name" })
-        const record: SessionRecord = { id, concept: input.concept, createdAt: now() }
+        const record: SessionRecord = newRecord(id, input.concept, input.metadata, now())
         sessions.set(id, { record, files: new Map() })
         return record
       }),
     getSession: (id) => Effect.map(sessionOf(id), (s) => s.record),
+    updateSession: (id, patch) =>
+      withSessionLock(
+        id,
+        Effect.map(sessionOf(id), (s) => {
+          s.record = patchRecord(s.record, patch, now())
+          return s.record
+        })
+      ),
     deleteSession: (id) =>
       withSessionLock(
         id,
@@ -160,6 +171,19 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
         Effect.as(put(sessionId, toolResultPath(callId), text), toolResultPath(callId))
       ),
     readToolResult: (sessionId, callId) => read("session", sessionId, toolResultPath(callId)),
+    readTasks: (sessionId) =>
+      Effect.flatMap(sessionOf(sessionId), (s) => {
+        const text = s.files.get(TASKS_FILE)?.text
+        return text === undefined
+          ? Effect.succeed([])
+          : fromEither(decodeTasks(text, `${sessionId}/${TASKS_FILE}`))
+      }),
+    writeTasks: (sessionId, tasks) => withSessionLock(sessionId, put(sessionId, TASKS_FILE, jsonText(tasks))),
+    listDistributions: Effect.sync(() => distributions),
+    putDistribution: (distribution) =>
+      Effect.sync(() => {
+        distributions = withDistribution(distributions, distribution)
+      }),
     cleanTemporaryFiles: Effect.succeed(0)
   }
   return service

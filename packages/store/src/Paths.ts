@@ -2,27 +2,41 @@
  * The layout of a data root and its naming rules, in one place. Every other package asks the store
  * for files by these names; none spells them itself.
  *
- *   <root>/sessions.json                     the sessions index (thin records)
+ *   <root>/sessions.json                     the sessions index (thin records: id, concept,
+ *                                            createdAt, state, stateChangedAt, metadata)
+ *   <root>/distributions.json                task distributions (the latest ones, for idempotent
+ *                                            retries and crash recovery)
  *   <root>/<file>                            global files: regular files at the top of the root
  *                                            (profile.md, system-prompt.md, any other), never
- *                                            sessions.json or a dot file
+ *                                            an index (sessions.json, distributions.json) or a
+ *                                            dot file
  *   <root>/<sessionId>/...                   a session's files
  *   <root>/<sessionId>/messages.json         its history (written by the history recorder)
  *   <root>/<sessionId>/tool-results/<id>.json  full tool results (written by the recorder)
  *   <root>/<sessionId>/context-config.json   its compile manifest
+ *   <root>/<sessionId>/tasks.json            its tasks (written by the task API, under the lock)
  *   <root>/tenants/<tenant>/                 tenant data roots (gateway with API keys)
  *
  * A path is relative, uses `/`, and has no `..`, NUL, drive letter, URL scheme, backslash, leading
  * `~` or percent-encoded escape; no segment is over 255 bytes. A session id is one segment of
  * letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 128 characters, and
- * not a reserved name (a global file's name, `sessions.json`, `tenants`, a temporary file's name).
+ * not a reserved name (a global file's name, an index's name, `tenants`, a temporary file's name).
  */
 import { Effect, Either } from "effect"
 import { PathRefused } from "./StoreErrors.ts"
 
 export const INDEX_FILE = "sessions.json"
+/** The distributions of tasks to sessions (the latest `MAX_DISTRIBUTIONS`). */
+export const DISTRIBUTIONS_FILE = "distributions.json"
+/** Distributions kept in `distributions.json` (older ones are dropped). */
+export const MAX_DISTRIBUTIONS = 1000
+/** Files at the top of the root that only the store writes and no session may read. */
+export const ROOT_INDEX_FILES: ReadonlyArray<string> = [INDEX_FILE, DISTRIBUTIONS_FILE]
+export const isRootIndexFile = (name: string): boolean => ROOT_INDEX_FILES.includes(name)
 export const HISTORY_FILE = "messages.json"
 export const MANIFEST_FILE = "context-config.json"
+/** A session's tasks: a JSON array (`Task` in Store.ts), written by the task API. */
+export const TASKS_FILE = "tasks.json"
 export const TOOL_RESULTS_DIR = "tool-results"
 export const TENANTS_DIR = "tenants"
 /** Global files every data root has (others are any regular file at the top of the root). */
@@ -40,12 +54,13 @@ export const toolResultPath = (callId: string): string =>
   `${TOOL_RESULTS_DIR}/${callId.replace(/[^a-zA-Z0-9._-]/g, "_").slice(0, 200)}.json`
 
 /**
- * Files of a session that control how it is compiled and recorded. The model's tools may not
- * write them unless the session's manifest allows it; `messages.json` and `tool-results/` are
- * written by the history recorder only.
+ * Files of a session that control how it is compiled, recorded and what it is asked to do (its
+ * tasks). The model's tools may not write them unless the session's manifest allows it;
+ * `messages.json` and `tool-results/` are written by the history recorder only.
  */
 export const isControlFile = (path: string): boolean =>
   path === MANIFEST_FILE ||
+  path === TASKS_FILE ||
   path === HISTORY_FILE ||
   path === TOOL_RESULTS_DIR ||
   path.startsWith(`${TOOL_RESULTS_DIR}/`)
@@ -84,7 +99,7 @@ export const checkPath = (path: string): Effect.Effect<string, PathRefused> =>
 
 export const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 
-const RESERVED = new Set([INDEX_FILE, TENANTS_DIR, ...GLOBAL_FILES])
+const RESERVED = new Set([...ROOT_INDEX_FILES, TENANTS_DIR, ...GLOBAL_FILES])
 
 /** A session id checked: one segment, the allowed characters, not a reserved name. */
 export const cleanSessionId = (id: string): Either.Either<string, PathRefused> => {
@@ -114,7 +129,7 @@ export const cleanGlobalPath = (path: string): Either.Either<string, PathRefused
               "a global file is a file at the top of the data root (another session's files are not reachable)"
           })
         )
-      : clean === INDEX_FILE || clean.startsWith(".")
+      : isRootIndexFile(clean) || clean.startsWith(".")
         ? Either.left(new PathRefused({ path: clean, reason: "not a global file" }))
         : Either.right(clean)
   )

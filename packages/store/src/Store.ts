@@ -3,8 +3,12 @@
  * `Paths.ts`):
  *
  *   <root>/profile.md, system-prompt.md      global files (any regular file at the top)
- *   <root>/sessions.json                     thin records { id, concept, createdAt }
- *   <root>/<sessionId>/...                   context-config.json, messages.json, tool-results/, any file
+ *   <root>/sessions.json                     thin records { id, concept, createdAt, state,
+ *                                            stateChangedAt, metadata } (`Records.ts`; records
+ *                                            without the last three read as active, no metadata)
+ *   <root>/distributions.json                the latest task distributions (`Distribution`)
+ *   <root>/<sessionId>/...                   context-config.json, messages.json, tool-results/,
+ *                                            tasks.json (its tasks, `Task`), any file
  *
  * One path rule, one session-id rule, one symlink rule, one lock per session and one file cache:
  * - Files are opened first and checked where the opened file really is (`internal/safeFs.ts`), so
@@ -17,6 +21,9 @@
  *   the fiber that holds it, so the turn's own writes pass).
  * - Reads are cached by device, inode, modification time and size: an unchanged file is one
  *   `stat`, and a changed or swapped one is read again through the checks.
+ * - The indexes (sessions.json, distributions.json) are the store's alone: no session reads them,
+ *   a session id cannot take their names, and each is rewritten whole under its own lock (a
+ *   session's record under the session's lock first, then the index's).
  * A version is the first 16 hex digits of the SHA-256 of the content; a write may carry the
  * version it read (`ifMatch`) and fails with VersionConflict when the file changed since.
  */
@@ -38,12 +45,26 @@ import {
   checkPath,
   checkSessionId,
   cleanGlobalPath,
+  DISTRIBUTIONS_FILE,
   HISTORY_FILE,
   INDEX_FILE,
   isHistoryFile,
+  isRootIndexFile,
   isTempFile,
+  MAX_DISTRIBUTIONS,
+  TASKS_FILE,
   toolResultPath
 } from "./Paths.ts"
+import {
+  type Distribution,
+  decodeDistributions,
+  decodeTasks,
+  jsonText,
+  SessionIndex,
+  type SessionRecord,
+  type SessionState,
+  type Task
+} from "./Records.ts"
 import {
   FileNotFound,
   PathRefused,
@@ -54,13 +75,7 @@ import {
 } from "./StoreErrors.ts"
 
 export { checkPath, checkSessionId, HISTORY_FILE, MANIFEST_FILE, SESSION_ID } from "./Paths.ts"
-
-export const SessionRecord = Schema.Struct({
-  id: Schema.String,
-  concept: Schema.String,
-  createdAt: Schema.String
-})
-export type SessionRecord = typeof SessionRecord.Type
+export { Distribution, SessionRecord, Task } from "./Records.ts"
 
 export const FileInfo = Schema.Struct({
   path: Schema.String,
@@ -98,6 +113,14 @@ export interface WriteOptions {
 
 export type Scope = "global" | "session"
 
+/** A change of a session's record; `stateChangedAt` follows a change of `state`. */
+export interface SessionPatch {
+  readonly concept?: string
+  readonly state?: SessionState
+  /** The whole new metadata (merging is the caller's). */
+  readonly metadata?: Readonly<Record<string, string>>
+}
+
 export interface Service {
   readonly root: string
   /**
@@ -107,11 +130,18 @@ export interface Service {
    */
   readonly scope: Effect.Effect<string>
   readonly listSessions: Effect.Effect<ReadonlyArray<SessionRecord>, StoreError>
+  /** A new session, `active`, with its metadata (none by default). */
   readonly createSession: (input: {
     readonly id?: string
     readonly concept: string
+    readonly metadata?: Readonly<Record<string, string>>
   }) => Effect.Effect<SessionRecord, StoreError>
   readonly getSession: (id: string) => Effect.Effect<SessionRecord, StoreError>
+  /**
+   * Changes a session's record and returns it, under the session's lock (so it waits for a
+   * running turn; a caller holding the lock, checking the record first, decides atomically).
+   */
+  readonly updateSession: (id: string, patch: SessionPatch) => Effect.Effect<SessionRecord, StoreError>
   readonly deleteSession: (id: string) => Effect.Effect<void, StoreError>
   readonly listFiles: (sessionId: string) => Effect.Effect<ReadonlyArray<FileInfo>, StoreError>
   /** A session's file (or a global file with `sessionId` undefined), optionally a line range. */
@@ -165,6 +195,16 @@ export interface Service {
     callId: string
   ) => Effect.Effect<string | undefined, StoreError>
 
+  // --- tasks and distributions: the task API's files (the layout is the store's)
+  /** A session's tasks, oldest first (none when it has no tasks.json; CorruptFile when it does not decode). */
+  readonly readTasks: (sessionId: string) => Effect.Effect<ReadonlyArray<Task>, StoreError>
+  /** Writes tasks.json atomically under the session's lock; the session must exist. */
+  readonly writeTasks: (sessionId: string, tasks: ReadonlyArray<Task>) => Effect.Effect<void, StoreError>
+  /** The latest distributions (at most `MAX_DISTRIBUTIONS`), oldest first. */
+  readonly listDistributions: Effect.Effect<ReadonlyArray<Distribution>, StoreError>
+  /** Adds a distribution, or replaces the one with its id; the oldest beyond the bound are dropped. */
+  readonly putDistribution: (distribution: Distribution) => Effect.Effect<void, StoreError>
+
   /** Removes temporary files that interrupted writes left; the number removed. */
   readonly cleanTemporaryFiles: Effect.Effect<number, StoreError>
 }
@@ -176,7 +216,42 @@ export { versionOf } from "./internal/fileEdits.ts"
 /** The locks this fiber holds (store root + session), so a turn's own writes do not wait on it. */
 const heldLocks = FiberRef.unsafeMake(HashSet.empty<string>())
 
-const decodeIndex = Schema.decodeUnknownEither(Schema.parseJson(Schema.Array(SessionRecord)))
+const decodeIndex = Schema.decodeUnknownEither(SessionIndex)
+
+/** A record with a patch applied at `now` (the state's time moves only when the state changes). */
+export const patchRecord = (record: SessionRecord, patch: SessionPatch, now: string): SessionRecord => ({
+  ...record,
+  ...(patch.concept === undefined ? {} : { concept: patch.concept }),
+  ...(patch.metadata === undefined ? {} : { metadata: { ...patch.metadata } }),
+  ...(patch.state === undefined || patch.state === record.state
+    ? {}
+    : { state: patch.state, stateChangedAt: now })
+})
+
+/** The distributions with `distribution` added (or replacing its id), the newest `MAX_DISTRIBUTIONS`. */
+export const withDistribution = (
+  log: ReadonlyArray<Distribution>,
+  distribution: Distribution
+): ReadonlyArray<Distribution> => {
+  const at = log.findIndex((d) => d.id === distribution.id)
+  const next = at === -1 ? [...log, distribution] : log.map((d, i) => (i === at ? distribution : d))
+  return next.slice(Math.max(0, next.length - MAX_DISTRIBUTIONS))
+}
+
+/** A new session's record. */
+export const newRecord = (
+  id: string,
+  concept: string,
+  metadata: Readonly<Record<string, string>> | undefined,
+  now: string
+): SessionRecord => ({
+  id,
+  concept,
+  createdAt: now,
+  state: "active",
+  stateChangedAt: now,
+  metadata: { ...metadata }
+})
 
 /** Keeps at most `max` entries, dropping the oldest. */
 const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
@@ -247,7 +322,7 @@ export const makeUnsafe = (rootDir: string): Service => {
 
   // --- who may touch what
   const isGlobalReal = (real: string, base: string) =>
-    dirname(real) === base && basename(real) !== INDEX_FILE && !basename(real).startsWith(".")
+    dirname(real) === base && !isRootIndexFile(basename(real)) && !basename(real).startsWith(".")
   const sessionBase = (base: string, sessionId: string) => join(base, sessionId)
   const allowedFor = (base: string, scope: Scope, sessionId: string) =>
     scope === "global"
@@ -315,8 +390,20 @@ export const makeUnsafe = (rootDir: string): Service => {
     })
   const writeIndex = (records: ReadonlyArray<SessionRecord>) =>
     Effect.flatMap(ready, (base) =>
-      writeAt(base, base, INDEX_FILE, `${JSON.stringify(records, null, 2)}\n`, (real) => real === base)
+      writeAt(base, base, INDEX_FILE, jsonText(records), (real) => real === base)
     )
+
+  // --- the distributions, read whole (a retry looks its key up; they are few and small)
+  const distributionsFile = join(root, DISTRIBUTIONS_FILE)
+  const distributionsLock = Effect.unsafeMakeSemaphore(1)
+  const readDistributions = Effect.gen(function* () {
+    const base = yield* ready
+    const read = yield* attempt(distributionsFile, "read", () =>
+      readInside(distributionsFile, (real) => dirname(real) === base)
+    )
+    if (read._tag !== "Read") return [] as ReadonlyArray<Distribution>
+    return yield* fromEither(decodeDistributions(read.text, DISTRIBUTIONS_FILE))
+  })
 
   const getSession = (id: string) =>
     Effect.gen(function* () {
@@ -390,7 +477,7 @@ export const makeUnsafe = (rootDir: string): Service => {
     const base = yield* ready
     const entries = yield* attempt(base, "list", () => readdir(base, { withFileTypes: true }))
     return entries
-      .filter((e) => e.isFile() && e.name !== INDEX_FILE && !e.name.startsWith(".") && !isTempFile(e.name))
+      .filter((e) => e.isFile() && !isRootIndexFile(e.name) && !e.name.startsWith(".") && !isTempFile(e.name))
       .map((e) => e.name)
       .sort()
   })
@@ -470,7 +557,7 @@ export const makeUnsafe = (rootDir: string): Service => {
             if (existing !== undefined)
               yield* attempt(dir, "create", () => rm(dir, { recursive: true, force: true }))
             yield* attempt(dir, "create", () => mkdir(dir))
-            const record: SessionRecord = { id, concept: input.concept, createdAt: new Date().toISOString() }
+            const record = newRecord(id, input.concept, input.metadata, new Date().toISOString())
             yield* writeIndex([...records, record])
             return record
           })
@@ -478,6 +565,19 @@ export const makeUnsafe = (rootDir: string): Service => {
       )
     },
     getSession,
+    updateSession: (id, patch) =>
+      withSessionLock(
+        id,
+        indexLock.withPermits(1)(
+          Effect.gen(function* () {
+            const current = yield* getSession(id)
+            const next = patchRecord(current, patch, new Date().toISOString())
+            const records = yield* readIndex
+            yield* writeIndex(records.map((r) => (r.id === id ? next : r)))
+            return next
+          })
+        )
+      ),
     deleteSession: (id) =>
       withSessionLock(
         id,
@@ -587,6 +687,30 @@ export const makeUnsafe = (rootDir: string): Service => {
         })
       ),
     readToolResult: (sessionId, callId) => readChecked("session", sessionId, toolResultPath(callId)),
+    readTasks: (sessionId) =>
+      Effect.gen(function* () {
+        yield* getSession(sessionId)
+        const text = yield* readChecked("session", sessionId, TASKS_FILE)
+        if (text === undefined) return []
+        return yield* fromEither(decodeTasks(text, `${sessionId}/${TASKS_FILE}`))
+      }),
+    writeTasks: (sessionId, tasks) =>
+      withSessionLock(
+        sessionId,
+        Effect.gen(function* () {
+          yield* getSession(sessionId)
+          yield* writeSessionFile(sessionId, TASKS_FILE, jsonText(tasks))
+        })
+      ),
+    listDistributions: readDistributions,
+    putDistribution: (distribution) =>
+      distributionsLock.withPermits(1)(
+        Effect.gen(function* () {
+          const base = yield* ready
+          const log = withDistribution(yield* readDistributions, distribution)
+          yield* writeAt(base, base, DISTRIBUTIONS_FILE, jsonText(log), (real) => real === base)
+        })
+      ),
     cleanTemporaryFiles: Effect.gen(function* () {
       const base = yield* ready
       const entries = yield* attempt(base, "list", () =>

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { clipSentence } from "./DecodeError.ts"
 
 /** A session that does not exist in the data root. */
 export class SessionNotFound extends Schema.TaggedError<SessionNotFound>("@ctxo/store/SessionNotFound")(
@@ -76,6 +77,19 @@ export class StoreIOError extends Schema.TaggedError<StoreIOError>("@ctxo/store/
   }
 }
 
+/**
+ * A file the store reads as data (a session's tasks.json) that does not decode: the file, the JSON
+ * path and what was expected. Nothing is overwritten; repair the file (it is plain JSON).
+ */
+export class CorruptFile extends Schema.TaggedError<CorruptFile>("@ctxo/store/CorruptFile")("CorruptFile", {
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return clipSentence(`${this.path} cannot be read: ${this.reason}`)
+  }
+}
+
 export type StoreError =
   | SessionNotFound
   | SessionExists
@@ -83,4 +97,5 @@ export type StoreError =
   | PathRefused
   | VersionConflict
   | InvalidRange
+  | CorruptFile
   | StoreIOError

@@ -50,14 +50,26 @@ describe.each(stores)("the %s store", (_, make) => {
     )
   })
 
+  it("session state, metadata and tasks", async () => {
+    const store = make()
+    const created = await run(store.createSession({ id: "s", concept: "c", metadata: { team: "a" } }))
+    expect(created).toMatchObject({ state: "active", metadata: { team: "a" } })
+    expect(await run(store.updateSession("s", { state: "ended" }))).toMatchObject({ state: "ended" })
+    expect(await run(store.getSession("s"))).toMatchObject({ state: "ended", metadata: { team: "a" } })
+    expect(await run(store.readTasks("s"))).toEqual([])
+    const task = { id: "t", title: "x", status: "done" as const, createdAt: "a", updatedAt: "b" }
+    await run(store.writeTasks("s", [task]))
+    expect(await run(store.readTasks("s"))).toEqual([task])
+    expect((await fail(store.readTasks("other")))._tag).toBe("SessionNotFound")
+  })
+
   it("who may write and delete which file", async () => {
     const store = make()
     await run(store.createSession({ id: "s", concept: "" }))
     for (const path of ["messages.json", "tool-results/c.json"])
       expect((await fail(store.writeFile("s", path, "[]")))._tag).toBe("PathRefused")
-    expect((await fail(store.writeFile("s", "context-config.json", "{}", { actor: "model" })))._tag).toBe(
-      "PathRefused"
-    )
+    for (const path of ["context-config.json", "tasks.json"])
+      expect((await fail(store.writeFile("s", path, "{}", { actor: "model" })))._tag).toBe("PathRefused")
     await run(store.writeFile("s", "context-config.json", "{}", { actor: "model", allowControlFiles: true }))
     await run(store.writeHistory("s", "[]"))
     expect((await fail(store.deleteFile("s", "messages.json")))._tag).toBe("PathRefused")

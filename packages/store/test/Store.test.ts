@@ -1,4 +1,12 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
@@ -103,6 +111,114 @@ describe("Store", () => {
         })
         expect(bodies).toContain(readFileSync(join(root, "s", "shared.md"), "utf8"))
         expect(readdirSync(join(root, "s")).sort()).toEqual(["empty.md", "shared.md"])
+      })
+    ))
+
+  it("keeps a session's state, its time and metadata across a new store on the same root", () =>
+    withStore((store, root) =>
+      Effect.gen(function* () {
+        const created = yield* store.createSession({ id: "a", concept: "A", metadata: { team: "physics" } })
+        expect(created).toMatchObject({ state: "active", metadata: { team: "physics" } })
+        expect(created.stateChangedAt).toBe(created.createdAt)
+        yield* Effect.sleep("5 millis")
+        const paused = yield* store.updateSession("a", { state: "paused" })
+        expect(paused.state).toBe("paused")
+        expect(paused.stateChangedAt > created.stateChangedAt).toBe(true)
+        // The same state again changes nothing, not even the time; metadata is replaced whole.
+        const again = yield* store.updateSession("a", { state: "paused", metadata: { lead: "ada" } })
+        expect(again.stateChangedAt).toBe(paused.stateChangedAt)
+        const reopened = yield* Store.make(root)
+        expect(yield* reopened.getSession("a")).toEqual({ ...paused, metadata: { lead: "ada" } })
+        expect((yield* flip(reopened.updateSession("nope", { state: "ended" })))._tag).toBe("SessionNotFound")
+      })
+    ))
+
+  it("reads an index written before lifecycle states as active sessions, and writes them whole", () =>
+    withStore((store, root) =>
+      Effect.gen(function* () {
+        const old = [
+          { id: "old", concept: "Written by an older ctxo", createdAt: "2026-01-01T00:00:00.000Z" }
+        ]
+        writeFileSync(join(root, "sessions.json"), JSON.stringify(old))
+        mkdirSync(join(root, "old"))
+        expect(yield* store.getSession("old")).toEqual({
+          ...old[0],
+          state: "active",
+          stateChangedAt: "2026-01-01T00:00:00.000Z",
+          metadata: {}
+        })
+        yield* store.createSession({ id: "new", concept: "" })
+        const written = JSON.parse(readFileSync(join(root, "sessions.json"), "utf8"))
+        expect(written[0]).toEqual({
+          ...old[0],
+          state: "active",
+          stateChangedAt: old[0]!.createdAt,
+          metadata: {}
+        })
+        expect((yield* store.listSessions).map((s) => s.state)).toEqual(["active", "active"])
+      })
+    ))
+
+  it("keeps a session's tasks in tasks.json, names a broken one, and removes them with the session", () =>
+    withStore((store, root) =>
+      Effect.gen(function* () {
+        yield* store.createSession({ id: "s", concept: "" })
+        expect(yield* store.readTasks("s")).toEqual([])
+        const task = {
+          id: "t-1",
+          title: "Read the paper",
+          status: "pending" as const,
+          createdAt: "2026-01-01T00:00:00.000Z",
+          updatedAt: "2026-01-01T00:00:00.000Z",
+          origin: { distributionId: "d-1" }
+        }
+        yield* store.writeTasks("s", [task])
+        expect(yield* (yield* Store.make(root)).readTasks("s")).toEqual([task])
+        expect((yield* flip(store.writeFile("s", "tasks.json", "[]", { actor: "model" })))._tag).toBe(
+          "PathRefused"
+        )
+        writeFileSync(join(root, "s", "tasks.json"), JSON.stringify([{ ...task, status: "started" }]))
+        const broken = yield* flip(store.readTasks("s"))
+        expect(broken).toMatchObject({ _tag: "CorruptFile", path: "s/tasks.json" })
+        expect(broken.message).toMatch(/^s\/tasks\.json cannot be read: \[0\]\.status: expected/)
+        expect((yield* flip(store.readTasks("nope")))._tag).toBe("SessionNotFound")
+        yield* store.deleteSession("s")
+        expect((yield* flip(store.writeTasks("s", [task])))._tag).toBe("SessionNotFound")
+        expect(readdirSync(root)).not.toContain("s")
+      })
+    ))
+
+  it("keeps distributions in distributions.json, out of every session's reach, the newest 1000", () =>
+    withStore((store, root) =>
+      Effect.gen(function* () {
+        yield* store.createSession({ id: "s", concept: "" })
+        const distribution = (id: string, complete = true): Store.Distribution => ({
+          id,
+          createdAt: "2026-01-01T00:00:00.000Z",
+          idempotencyKey: `key-${id}`,
+          request: { task: { title: "T" }, mode: "broadcast" },
+          outcomes: [{ session: "s", taskId: `t-${id}` }],
+          complete
+        })
+        yield* store.putDistribution(distribution("d-1", false))
+        yield* store.putDistribution(distribution("d-1"))
+        yield* store.putDistribution(distribution("d-2"))
+        expect((yield* (yield* Store.make(root)).listDistributions).map((d) => [d.id, d.complete])).toEqual([
+          ["d-1", true],
+          ["d-2", true]
+        ])
+        // Not a global file: no session lists or reads it, and no session may take its name.
+        expect(yield* store.list("global", "s")).not.toContain("distributions.json")
+        expect((yield* flip(store.readFile(undefined, "distributions.json")))._tag).toBe("PathRefused")
+        symlinkSync(join(root, "distributions.json"), join(root, "s", "log.json"))
+        expect((yield* flip(store.read("session", "s", "log.json")))._tag).toBe("PathRefused")
+        expect((yield* flip(store.createSession({ id: "distributions.json", concept: "" })))._tag).toBe(
+          "PathRefused"
+        )
+        let log: ReadonlyArray<Store.Distribution> = []
+        for (let i = 0; i < 1005; i++) log = Store.withDistribution(log, distribution(`d-${i}`))
+        expect(log).toHaveLength(1000)
+        expect(log[0]!.id).toBe("d-5")
       })
     ))
 

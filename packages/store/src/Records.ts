@@ -1,0 +1,183 @@
+/**
+ * What the store keeps as data, with its schemas: the session records of `sessions.json`, a
+ * session's tasks (`<session>/tasks.json`) and the task distributions (`distributions.json`).
+ * Pure: the store decodes and writes these; the HTTP contract answers with them.
+ *
+ * Session records written before lifecycle states existed (`{ id, concept, createdAt }`) read as
+ * `active`, changed at their creation, with no metadata; the next write of the index writes them
+ * whole.
+ */
+import { Either, Schema } from "effect"
+import { problemOf } from "./DecodeError.ts"
+import { CorruptFile } from "./StoreErrors.ts"
+
+/**
+ * Where a session is in its life: `active` takes turns; `paused` takes none until it is resumed
+ * (its files, tasks and previews stay available); `ended` is final.
+ */
+export const SessionState = Schema.Literal("active", "paused", "ended").annotations({
+  identifier: "SessionState"
+})
+export type SessionState = typeof SessionState.Type
+
+/** A key of session metadata: 1-64 letters, digits, `.`, `_`, `:` or `-`, starting with a letter or digit. */
+export const MetadataKey = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/, {
+    message: () =>
+      "a metadata key is 1-64 letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
+  })
+)
+export const MAX_METADATA_KEYS = 64
+export const MAX_METADATA_VALUE = 512
+
+/** A value of session metadata: at most 512 characters. */
+export const MetadataValue = Schema.String.pipe(Schema.maxLength(MAX_METADATA_VALUE))
+
+/** Metadata as a creator sets it: a flat record of strings, at most 64 keys. */
+export const SessionMetadata = Schema.Record({ key: MetadataKey, value: MetadataValue }).pipe(
+  Schema.filter((record) => Object.keys(record).length <= MAX_METADATA_KEYS, {
+    message: () => `at most ${MAX_METADATA_KEYS} metadata keys`
+  }),
+  Schema.annotations({ identifier: "SessionMetadata" })
+)
+
+export const SessionRecord = Schema.Struct({
+  id: Schema.String,
+  concept: Schema.String,
+  createdAt: Schema.String,
+  state: SessionState,
+  /** When `state` last changed (its creation, for a session never paused or ended). */
+  stateChangedAt: Schema.String,
+  /** What distribution filters select on (`{ "team": "physics" }`). */
+  metadata: Schema.Record({ key: Schema.String, value: Schema.String })
+}).annotations({ identifier: "SessionRecord" })
+export type SessionRecord = typeof SessionRecord.Type
+
+/** A record of `sessions.json` as it may be on disk: the lifecycle fields are recent. */
+const IndexEntry = Schema.Struct({
+  id: Schema.String,
+  concept: Schema.String,
+  createdAt: Schema.String,
+  state: Schema.optional(SessionState),
+  stateChangedAt: Schema.optional(Schema.String),
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+})
+
+/** `sessions.json`: a JSON array of records, older ones completed (active, no metadata). */
+export const SessionIndex = Schema.transform(
+  Schema.parseJson(Schema.Array(IndexEntry)),
+  Schema.Array(SessionRecord),
+  {
+    strict: true,
+    decode: (entries) =>
+      entries.map(
+        (e): SessionRecord => ({
+          id: e.id,
+          concept: e.concept,
+          createdAt: e.createdAt,
+          state: e.state ?? "active",
+          stateChangedAt: e.stateChangedAt ?? e.createdAt,
+          metadata: e.metadata ?? {}
+        })
+      ),
+    encode: (records) => records
+  }
+)
+
+export const TaskStatus = Schema.Literal("pending", "in_progress", "done", "cancelled").annotations({
+  identifier: "TaskStatus"
+})
+export type TaskStatus = typeof TaskStatus.Type
+
+/** Where a task came from: the distribution that added it, and the session that produced it. */
+export const TaskOrigin = Schema.Struct({
+  distributionId: Schema.String,
+  fromSession: Schema.optional(Schema.String)
+}).annotations({ identifier: "TaskOrigin" })
+export type TaskOrigin = typeof TaskOrigin.Type
+
+export const Task = Schema.Struct({
+  id: Schema.String,
+  title: Schema.String,
+  description: Schema.optional(Schema.String),
+  status: TaskStatus,
+  createdAt: Schema.String,
+  updatedAt: Schema.String,
+  origin: Schema.optional(TaskOrigin)
+}).annotations({ identifier: "Task" })
+export type Task = typeof Task.Type
+
+/** `<session>/tasks.json`: a JSON array of tasks, oldest first. */
+export const TaskList = Schema.parseJson(Schema.Array(Task))
+
+export const DistributionMode = Schema.Literal("broadcast", "filtered").annotations({
+  identifier: "DistributionMode"
+})
+export type DistributionMode = typeof DistributionMode.Type
+
+/**
+ * Which sessions a `filtered` distribution selects: every metadata pair equal (all of them), and
+ * the concept containing `concept` (case-insensitive). At least one of the two.
+ */
+export const DistributionFilter = Schema.Struct({
+  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  concept: Schema.optional(Schema.String)
+}).annotations({ identifier: "DistributionFilter" })
+export type DistributionFilter = typeof DistributionFilter.Type
+
+/** Why a session did not receive a distributed task. */
+export const SkipReason = Schema.Literal("ended", "not_found", "not_matched").annotations({
+  identifier: "SkipReason"
+})
+export type SkipReason = typeof SkipReason.Type
+
+/** What a distribution did in one session: the task it added, or why it skipped the session. */
+export const DistributionOutcome = Schema.Union(
+  Schema.Struct({ session: Schema.String, taskId: Schema.String }),
+  Schema.Struct({ session: Schema.String, skipped: SkipReason, message: Schema.String })
+).annotations({ identifier: "DistributionOutcome" })
+export type DistributionOutcome = typeof DistributionOutcome.Type
+
+/** A distribution as asked for (kept to tell a retry from another request with the same key). */
+export const DistributionRequest = Schema.Struct({
+  task: Schema.Struct({ title: Schema.String, description: Schema.optional(Schema.String) }),
+  mode: DistributionMode,
+  sessions: Schema.optional(Schema.Array(Schema.String)),
+  filter: Schema.optional(DistributionFilter),
+  fromSession: Schema.optional(Schema.String)
+})
+export type DistributionRequest = typeof DistributionRequest.Type
+
+/**
+ * A distribution of `distributions.json`. It is written before any task is added, with the task id
+ * each session will get, then again when every session is done (`complete`): a retry, or a
+ * distribution cut short by a crash, adds the same tasks to the same sessions, never twice.
+ */
+export const Distribution = Schema.Struct({
+  id: Schema.String,
+  createdAt: Schema.String,
+  idempotencyKey: Schema.optional(Schema.String),
+  request: DistributionRequest,
+  outcomes: Schema.Array(DistributionOutcome),
+  complete: Schema.Boolean
+})
+export type Distribution = typeof Distribution.Type
+
+/** `distributions.json`: a JSON array, oldest first. */
+export const DistributionLog = Schema.parseJson(Schema.Array(Distribution))
+
+const decodeWith =
+  <A, I>(schema: Schema.Schema<A, I>) =>
+  (text: string, file: string): Either.Either<A, CorruptFile> =>
+    Either.mapLeft(
+      Schema.decodeUnknownEither(schema)(text),
+      (e) => new CorruptFile({ path: file, reason: problemOf(e) })
+    )
+
+/** A session's tasks.json read (`file` names it in the error). */
+export const decodeTasks = decodeWith(TaskList)
+/** distributions.json read. */
+export const decodeDistributions = decodeWith(DistributionLog)
+
+/** A JSON file as the store writes it: two-space indented, one trailing newline. */
+export const jsonText = (value: unknown): string => `${JSON.stringify(value, null, 2)}\n`
