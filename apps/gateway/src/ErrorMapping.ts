@@ -10,6 +10,8 @@
  *   value, and none is over 2 KB (`boundErrorBody`, applied to every error response).
  */
 import type { ContextTooLong, InvalidCompletionRequest } from "@ctxo/agent/Completions"
+import type { DistributionConflict, InvalidControllerInput, TaskNotFound } from "@ctxo/agent/Controller"
+import type { IllegalTransition, SessionNotActive } from "@ctxo/agent/Lifecycle"
 import type { UpstreamError } from "@ctxo/agent/ModelClient"
 import type { InvalidToolResults } from "@ctxo/agent/TurnEngine"
 import type { Preview } from "@ctxo/api/Api"
@@ -74,6 +76,11 @@ export type DomainError =
   | InvalidCompletionRequest
   | InvalidToolResults
   | InvalidRequestBody
+  | SessionNotActive
+  | IllegalTransition
+  | TaskNotFound
+  | DistributionConflict
+  | InvalidControllerInput
 
 export type Status = 400 | 404 | 409 | 413 | 415 | 422 | 429 | 500 | 502 | 504
 
@@ -123,7 +130,12 @@ export const STATUS: {
   ContextTooLong: 400,
   InvalidCompletionRequest: 400,
   InvalidToolResults: 400,
-  InvalidRequestBody: 400
+  InvalidRequestBody: 400,
+  SessionNotActive: 409,
+  IllegalTransition: 409,
+  TaskNotFound: 404,
+  DistributionConflict: 409,
+  InvalidControllerInput: 400
 }
 
 export const statusOf = (e: DomainError): Status => {

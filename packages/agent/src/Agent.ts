@@ -7,12 +7,14 @@
  * turn resumable, never half a message. Turns of one session run one at a time (the engine holds
  * the session's lock for the whole turn). A client that goes away interrupts its turn: the
  * upstream call is aborted and the session's lock released; a tool step (its call, run and
- * result) is recorded whole or not at all.
+ * result) is recorded whole or not at all. A session that takes no turns (paused, ended) fails the
+ * stream with `SessionNotActive` before its first event, so the caller can answer with a status.
  */
 import type { InputReference } from "@ctxo/history/Message"
 import { Effect, Queue, Stream } from "effect"
 import { type CompletionEvent, ModelClient, type UpstreamError } from "./ModelClient.ts"
 import { runTool, toolDefinitions } from "./Tools.ts"
+import type { SessionNotActive } from "./Lifecycle.ts"
 import { type Driver, TurnEngine, type TurnEvent } from "./TurnEngine.ts"
 
 export type ChatEvent = TurnEvent
@@ -71,18 +73,21 @@ const agentDriver = (sessionId: string) =>
     return driver
   })
 
-/** The turn as a stream of events; a failure is the last event (`error`), never a broken stream. */
+/**
+ * The turn as a stream of events; a failure of the turn is its last event (`error`), never a broken
+ * stream. Only a session that takes no turns fails the stream (before any event).
+ */
 export const chat = (
   input: ChatInput,
   options: AgentOptions
 ): Stream.Stream<
   ChatEvent,
-  never,
+  SessionNotActive,
   TurnEngine | ModelClient | Effect.Effect.Context<ReturnType<typeof runTool>>
 > =>
   Stream.unwrapScoped(
     Effect.gen(function* () {
-      const queue = yield* Queue.unbounded<ChatEvent | null>()
+      const queue = yield* Queue.unbounded<ChatEvent | SessionNotActive | null>()
       const emit = (event: ChatEvent) => Queue.offer(queue, event).pipe(Effect.asVoid)
       const engine = yield* TurnEngine
       const driver = yield* agentDriver(input.sessionId)
@@ -99,6 +104,7 @@ export const chat = (
           { defaultModel: options.defaultModel, maxSteps: options.maxSteps, format: "openai", emit }
         )
         .pipe(
+          Effect.catchTag("SessionNotActive", (e) => Queue.offer(queue, e)),
           Effect.catchAll((e) =>
             emit({
               type: "error",
@@ -110,7 +116,10 @@ export const chat = (
           Effect.ensuring(Queue.offer(queue, null)),
           Effect.forkScoped
         )
-      const events = Stream.fromQueue(queue).pipe(Stream.takeWhile((e): e is ChatEvent => e !== null))
+      const events = Stream.fromQueue(queue).pipe(
+        Stream.takeWhile((e): e is ChatEvent | SessionNotActive => e !== null),
+        Stream.mapEffect((e) => ("_tag" in e ? Effect.fail(e) : Effect.succeed(e)))
+      )
       if (options.stop === undefined) return events
       // On stop the stream says so and ends; the turn (forked in this scope) is interrupted
       // between whole steps and can be resumed with the same idempotency key.

@@ -3,6 +3,7 @@
  * OpenAI-compatible endpoint in session mode, the CLI, the replay harness and the eval gate).
  *
  *   lock the session (held for the whole turn, streaming included)
+ *   -> refuse a session that is not active (paused, ended: `SessionNotActive`)
  *   -> a retry of a finished turn answers from history; a reused key with another message is refused
  *   -> refuse an input that cannot fit, before anything is recorded or archived
  *   -> compaction check (from the last usage the provider reported, kept in history)
@@ -47,6 +48,7 @@ import { MANIFEST_FILE } from "@ctxo/store/Paths"
 import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import { Context, Effect, Either, Layer, Metric, Option, Schema } from "effect"
+import { SessionNotActive } from "./Lifecycle.ts"
 
 // --- counters (Effect metrics, process-wide: the gateway's /metrics renders them)
 
@@ -184,6 +186,8 @@ export interface PreviewRequest {
   /** The model when neither `model` nor the manifest names one. */
   readonly defaultModel: string
   readonly format?: Format
+  /** For a model call that records nothing: refused like a turn when the session is not active. */
+  readonly dryRun?: boolean
 }
 
 export interface TurnRequest {
@@ -220,7 +224,13 @@ export type TurnOutcome =
       readonly usage?: Usage
     }
 
-export type TurnError = CompileError | HistoryError | IdempotencyConflict | StoreError | InvalidToolResults
+export type TurnError =
+  | CompileError
+  | HistoryError
+  | IdempotencyConflict
+  | StoreError
+  | InvalidToolResults
+  | SessionNotActive
 
 /** Tool results that answer no call of the session's running turn (or there is none running). */
 export class InvalidToolResults extends Schema.TaggedError<InvalidToolResults>(
@@ -342,6 +352,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             })
           })
 
+    /** Turns run in active sessions only (checked under the session's lock: a pause waits for the turn). */
+    const requireActive = (sessionId: string) =>
+      Effect.flatMap(store.getSession(sessionId), (record) =>
+        record.state === "active"
+          ? Effect.void
+          : Effect.fail(new SessionNotActive({ sessionId, state: record.state, operation: "take a turn" }))
+      )
+
     const compileContext = Context.add(context, CompileCache.CompileCache, compileCache)
     const provide = <A, E>(effect: Effect.Effect<A, E, Needs>) => Effect.provide(effect, compileContext)
 
@@ -438,6 +456,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         request.sessionId,
         Effect.gen(function* () {
           const sid = request.sessionId
+          yield* requireActive(sid)
           const emit = options.emit ?? (() => Effect.void)
           const manifest = yield* manifestOf(sid, options)
           const { name: modelName, model } = yield* resolveModel(request, manifest, options)
@@ -507,6 +526,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         request.sessionId,
         Effect.gen(function* () {
           const sid = request.sessionId
+          yield* requireActive(sid)
           const manifest = yield* manifestOf(sid, options)
           const { name: modelName, model } = yield* resolveModel(request, manifest, options)
           const doc = yield* history.load(sid)
@@ -542,6 +562,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       store.withSessionLock(
         request.sessionId,
         Effect.gen(function* () {
+          if (request.dryRun === true) yield* requireActive(request.sessionId)
           // The session's last cut when the engine holds one; a preview adds no state of its own.
           const previous = states.get(yield* keyOf(request.sessionId))?.compileState
           return yield* provide(

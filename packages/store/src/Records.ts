@@ -92,18 +92,18 @@ export type TaskStatus = typeof TaskStatus.Type
 /** Where a task came from: the distribution that added it, and the session that produced it. */
 export const TaskOrigin = Schema.Struct({
   distributionId: Schema.String,
-  fromSession: Schema.optional(Schema.String)
+  fromSession: Schema.optionalWith(Schema.String, { exact: true })
 }).annotations({ identifier: "TaskOrigin" })
 export type TaskOrigin = typeof TaskOrigin.Type
 
 export const Task = Schema.Struct({
   id: Schema.String,
   title: Schema.String,
-  description: Schema.optional(Schema.String),
+  description: Schema.optionalWith(Schema.String, { exact: true }),
   status: TaskStatus,
   createdAt: Schema.String,
   updatedAt: Schema.String,
-  origin: Schema.optional(TaskOrigin)
+  origin: Schema.optionalWith(TaskOrigin, { exact: true })
 }).annotations({ identifier: "Task" })
 export type Task = typeof Task.Type
 
@@ -120,8 +120,8 @@ export type DistributionMode = typeof DistributionMode.Type
  * the concept containing `concept` (case-insensitive). At least one of the two.
  */
 export const DistributionFilter = Schema.Struct({
-  metadata: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
-  concept: Schema.optional(Schema.String)
+  metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { exact: true }),
+  concept: Schema.optionalWith(Schema.String, { exact: true })
 }).annotations({ identifier: "DistributionFilter" })
 export type DistributionFilter = typeof DistributionFilter.Type
 
@@ -131,20 +131,23 @@ export const SkipReason = Schema.Literal("ended", "not_found", "not_matched").an
 })
 export type SkipReason = typeof SkipReason.Type
 
-/** What a distribution did in one session: the task it added, or why it skipped the session. */
-export const DistributionOutcome = Schema.Union(
+/** What a distribution did in one session (its result there): the task it added, or why it skipped the session. */
+export const DistributionResult = Schema.Union(
   Schema.Struct({ session: Schema.String, taskId: Schema.String }),
   Schema.Struct({ session: Schema.String, skipped: SkipReason, message: Schema.String })
-).annotations({ identifier: "DistributionOutcome" })
-export type DistributionOutcome = typeof DistributionOutcome.Type
+).annotations({ identifier: "DistributionResult" })
+export type DistributionResult = typeof DistributionResult.Type
 
 /** A distribution as asked for (kept to tell a retry from another request with the same key). */
 export const DistributionRequest = Schema.Struct({
-  task: Schema.Struct({ title: Schema.String, description: Schema.optional(Schema.String) }),
+  task: Schema.Struct({
+    title: Schema.String,
+    description: Schema.optionalWith(Schema.String, { exact: true })
+  }),
   mode: DistributionMode,
-  sessions: Schema.optional(Schema.Array(Schema.String)),
-  filter: Schema.optional(DistributionFilter),
-  fromSession: Schema.optional(Schema.String)
+  sessions: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
+  filter: Schema.optionalWith(DistributionFilter, { exact: true }),
+  fromSession: Schema.optionalWith(Schema.String, { exact: true })
 })
 export type DistributionRequest = typeof DistributionRequest.Type
 
@@ -156,9 +159,9 @@ export type DistributionRequest = typeof DistributionRequest.Type
 export const Distribution = Schema.Struct({
   id: Schema.String,
   createdAt: Schema.String,
-  idempotencyKey: Schema.optional(Schema.String),
+  idempotencyKey: Schema.optionalWith(Schema.String, { exact: true }),
   request: DistributionRequest,
-  outcomes: Schema.Array(DistributionOutcome),
+  results: Schema.Array(DistributionResult),
   complete: Schema.Boolean
 })
 export type Distribution = typeof Distribution.Type

@@ -197,7 +197,7 @@ describe("Store", () => {
           createdAt: "2026-01-01T00:00:00.000Z",
           idempotencyKey: `key-${id}`,
           request: { task: { title: "T" }, mode: "broadcast" },
-          outcomes: [{ session: "s", taskId: `t-${id}` }],
+          results: [{ session: "s", taskId: `t-${id}` }],
           complete
         })
         yield* store.putDistribution(distribution("d-1", false))
