@@ -313,7 +313,9 @@ export const describeIssues = (
       for (const alternative of m[1]!.split(" | ")) expected.push(shortExpected(alternative))
       actual ??= m[2]!
     }
-    const unique = [...new Set(expected)].slice(0, 6)
+    // An optional field given a wrong value: leaving it out is not what the client meant.
+    const given = expected.filter((e) => e !== "undefined")
+    const unique = [...new Set(given.length > 0 ? given : expected)].slice(0, 6)
     problem =
       unique.length === 0
         ? clip(first.message.replace(/\s+/g, " ").trim(), 160)

@@ -4,6 +4,7 @@
  */
 
 import { chat, sseFrame } from "@ctxo/agent/Agent"
+import { Controller } from "@ctxo/agent/Controller"
 import { ModelClient } from "@ctxo/agent/ModelClient"
 import { TurnEngine } from "@ctxo/agent/TurnEngine"
 import { Api, type BlockNode, ChatRequest } from "@ctxo/api/Api"
@@ -14,11 +15,11 @@ import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
 import { parseManifest } from "@ctxo/compiler/Manifest"
 import { HistoryStore } from "@ctxo/history/HistoryStore"
 import { toRecordedSession } from "@ctxo/replay/Record"
-import { Store } from "@ctxo/store/Store"
+import { type SessionRecord, Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Deferred, Effect, Either, FiberRef, Layer, Stream } from "effect"
+import { Deferred, Effect, Either, Exit, FiberRef, Layer, Option, Scope, Stream } from "effect"
 import { fromParseError, toApiError, toPreview } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import * as Metrics from "./Metrics.ts"
@@ -69,11 +70,78 @@ export const SessionsLive = HttpApiBuilder.group(Api, "sessions", (handlers) =>
     .handle("list", () => Effect.flatMap(Store, (s) => s.listSessions).pipe(wire))
     .handle("create", ({ payload }) =>
       Effect.flatMap(Store, (s) =>
-        s.createSession({ concept: payload.concept, ...(payload.id === undefined ? {} : { id: payload.id }) })
+        s.createSession({
+          concept: payload.concept,
+          ...(payload.id === undefined ? {} : { id: payload.id }),
+          ...(payload.metadata === undefined ? {} : { metadata: payload.metadata })
+        })
       ).pipe(wire)
     )
     .handle("get", ({ path }) => Effect.flatMap(Store, (s) => s.getSession(path.id)).pipe(wire))
     .handle("delete", ({ path }) => Effect.flatMap(Store, (s) => s.deleteSession(path.id)).pipe(wire))
+    .handle("update", ({ path, payload }) =>
+      Effect.flatMap(Controller, (c) =>
+        c.update(path.id, {
+          ...(payload.concept === undefined ? {} : { concept: payload.concept }),
+          ...(payload.metadata === undefined ? {} : { metadata: payload.metadata })
+        })
+      ).pipe(wire)
+    )
+    .handle("pause", ({ path }) => Effect.flatMap(Controller, (c) => c.pause(path.id)).pipe(sessionOf, wire))
+    .handle("resume", ({ path }) =>
+      Effect.flatMap(Controller, (c) => c.resume(path.id)).pipe(sessionOf, wire)
+    )
+    .handle("end", ({ path }) => Effect.flatMap(Controller, (c) => c.end(path.id)).pipe(sessionOf, wire))
+)
+
+const sessionOf = Effect.map((t: { readonly session: SessionRecord }) => t.session)
+
+export const TasksLive = HttpApiBuilder.group(Api, "tasks", (handlers) =>
+  handlers
+    .handle("list", ({ path }) => Effect.flatMap(Controller, (c) => c.tasks(path.id)).pipe(wire))
+    .handle("create", ({ path, payload }) =>
+      Effect.flatMap(Controller, (c) =>
+        c.addTask(path.id, {
+          title: payload.title,
+          ...(payload.description === undefined ? {} : { description: payload.description })
+        })
+      ).pipe(wire)
+    )
+    .handle("update", ({ path, payload }) =>
+      Effect.flatMap(Controller, (c) =>
+        c.updateTask(path.id, path.taskId, {
+          ...(payload.status === undefined ? {} : { status: payload.status }),
+          ...(payload.title === undefined ? {} : { title: payload.title }),
+          ...(payload.description === undefined ? {} : { description: payload.description })
+        })
+      ).pipe(wire)
+    )
+    .handle("distribute", ({ payload, headers }) =>
+      Effect.flatMap(Controller, (c) => {
+        const key = headers["idempotency-key"]
+        const { task, filter } = payload
+        return c.distribute(
+          {
+            task: {
+              title: task.title,
+              ...(task.description === undefined ? {} : { description: task.description })
+            },
+            mode: payload.mode,
+            ...(payload.sessions === undefined ? {} : { sessions: payload.sessions }),
+            ...(filter === undefined
+              ? {}
+              : {
+                  filter: {
+                    ...(filter.metadata === undefined ? {} : { metadata: filter.metadata }),
+                    ...(filter.concept === undefined ? {} : { concept: filter.concept })
+                  }
+                }),
+            ...(payload.fromSession === undefined ? {} : { fromSession: payload.fromSession })
+          },
+          key === undefined ? {} : { idempotencyKey: key }
+        )
+      }).pipe(wire)
+    )
 )
 
 const ifMatch = (header: string | undefined) => header?.replace(/^W\//, "").replace(/^"|"$/g, "")
@@ -218,7 +286,7 @@ const chatTurn = (path: { readonly id: string }) =>
       >()
     const config = yield* GatewayConfig
     const shutdown = yield* Shutdown
-    const events = chat(
+    const turn = chat(
       {
         sessionId: path.id,
         message: payload.message,
@@ -227,7 +295,24 @@ const chatTurn = (path: { readonly id: string }) =>
         ...(payload.references === undefined ? {} : { references: payload.references })
       },
       { defaultModel: config.model, maxSteps: config.maxSteps, stop: Deferred.await(shutdown) }
-    ).pipe(Stream.map(sseFrame), Stream.encodeText, Stream.provideContext(context))
+    ).pipe(Stream.provideContext(context))
+    // The status waits for the turn's first event: a session that takes no turns (paused, ended)
+    // is a 409; a turn that fails once started ends its stream with an `error` event. The pull
+    // lives in a scope of its own, closed when the stream ends or the client leaves.
+    const scope = yield* Scope.make()
+    const first = yield* Stream.toPull(turn).pipe(
+      Scope.extend(scope),
+      Effect.flatMap((pull) => Effect.map(Effect.either(pull), (head) => ({ pull, head }))),
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)))
+    )
+    if (Either.isLeft(first.head)) {
+      yield* Scope.close(scope, Exit.void)
+      if (Option.isSome(first.head.left)) return yield* Effect.fail(toApiError(first.head.left.value))
+    }
+    const events = Stream.concat(
+      Either.isRight(first.head) ? Stream.fromChunk(first.head.right) : Stream.empty,
+      Either.isRight(first.head) ? Stream.repeatEffectChunkOption(first.pull) : Stream.empty
+    ).pipe(Stream.map(sseFrame), Stream.encodeText, Stream.ensuring(Scope.close(scope, Exit.void)))
     return HttpServerResponse.stream(events, {
       contentType: "text/event-stream",
       headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
@@ -317,6 +402,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide([
     HealthLive,
     SessionsLive,
+    TasksLive,
     FilesLive,
     BlocksLive,
     ContextLive,

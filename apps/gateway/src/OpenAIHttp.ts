@@ -231,9 +231,10 @@ const chatCompletions = Effect.gen(function* () {
 
   if (!record) {
     // What the turn engine would send for this input (as the preview shows it), forwarded; nothing
-    // is recorded.
+    // is recorded. A dry run of a turn: refused like one when the session is not active.
     const compiled = yield* engine.preview({
       sessionId,
+      dryRun: true,
       defaultModel: config.model,
       model: body.model,
       format: "openai",

@@ -14,7 +14,9 @@
  */
 import { createServer } from "node:http"
 import { resolve } from "node:path"
+import * as Controller from "@ctxo/agent/Controller"
 import * as ModelClient from "@ctxo/agent/ModelClient"
+import * as SessionEvents from "@ctxo/agent/SessionEvents"
 import * as TurnEngine from "@ctxo/agent/TurnEngine"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
@@ -363,8 +365,10 @@ export const middleware =
       )
     })
 
-/** The services behind the handlers, rooted at the data directory. */
-/** The services behind the handlers, with the turn engine over the given compiler and compactor. */
+/**
+ * The services behind the handlers, rooted at the data directory: the turn engine over the given
+ * compiler and compactor, the session controller and its event bus.
+ */
 export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngine.HistoryCompactor>) =>
   Layer.unwrapEffect(
     Effect.gen(function* () {
@@ -392,7 +396,12 @@ export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | Tur
           idleMs: config.upstreamIdleMs
         })
       ).pipe(Layer.provide(NodeContext.layer))
-      return Layer.provideMerge(TurnEngine.layer, Layer.merge(base, seams))
+      // One event bus for the process (its subscribers see every tenant's sessions, told apart by
+      // each event's `scope`); the controller publishes on it.
+      return Layer.provideMerge(
+        Layer.merge(TurnEngine.layer, Controller.layer),
+        Layer.mergeAll(base, seams, SessionEvents.layer)
+      )
     })
   ).pipe(Layer.orDie)
 

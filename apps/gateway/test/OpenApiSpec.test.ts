@@ -98,6 +98,41 @@ describe("/openapi.json", () => {
     expect(spec.paths["/api/session/{id}/context-preview"]?.get?.deprecated).toBe(true)
   })
 
+  it("documents the many-sessions routes: lifecycle, tasks and distribution, with their shapes", () => {
+    const routes: ReadonlyArray<readonly [string, string]> = [
+      ["/api/sessions/{id}", "patch"],
+      ["/api/sessions/{id}/pause", "post"],
+      ["/api/sessions/{id}/resume", "post"],
+      ["/api/sessions/{id}/end", "post"],
+      ["/api/sessions/{id}/tasks", "get"],
+      ["/api/sessions/{id}/tasks", "post"],
+      ["/api/sessions/{id}/tasks/{taskId}", "patch"],
+      ["/api/tasks/distribute", "post"]
+    ]
+    for (const [path, method] of routes)
+      expect([path, method, spec.paths[path]?.[method]?.summary]).toEqual([path, method, expect.any(String)])
+    const schemas = spec.components.schemas as Record<
+      string,
+      { required?: Array<string>; enum?: Array<string> }
+    >
+    expect(schemas.SessionRecord?.required).toEqual(
+      expect.arrayContaining(["state", "stateChangedAt", "metadata"])
+    )
+    expect(schemas.SessionState?.enum).toEqual(["active", "paused", "ended"])
+    expect(schemas.TaskStatus?.enum).toEqual(["pending", "in_progress", "done", "cancelled"])
+    expect(schemas.SkipReason?.enum).toEqual(["ended", "not_found", "not_matched"])
+    const distribute = spec.paths["/api/tasks/distribute"]!.post! as Operation & {
+      parameters?: ReadonlyArray<{ name: string; in: string }>
+    }
+    expect(distribute.parameters).toContainEqual(
+      expect.objectContaining({ name: "idempotency-key", in: "header" })
+    )
+    expect(distribute.responses["200"]?.content?.["application/json"]?.schema).toEqual({
+      $ref: "#/components/schemas/Distribution"
+    })
+    expect(Object.keys(spec.paths["/api/sessions/{id}/pause"]!.post!.responses)).toContain("409")
+  })
+
   it("generates a client (openapi-typescript) that compiles", async () => {
     const dir = mkdtempSync(join(tmpdir(), "ctxo-openapi-client-"))
     try {

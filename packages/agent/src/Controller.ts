@@ -369,6 +369,13 @@ export const make: Effect.Effect<Service, never, Store | SessionEvents> = Effect
           ...(description === undefined || description === null ? {} : { description }),
           updatedAt: new Date().toISOString()
         }
+        // A change to what the task already is (a retry) writes and publishes nothing.
+        if (
+          next.title === previous.title &&
+          next.status === previous.status &&
+          next.description === previous.description
+        )
+          return previous
         yield* store.writeTasks(
           sessionId,
           tasks.map((t, i) => (i === at ? next : t))

@@ -231,6 +231,7 @@ describe("Controller: tasks", () => {
           const done = yield* controller.updateTask("a", task.id, { status: "done", description: null })
           expect(done).toMatchObject({ id: task.id, title: "Read the paper", status: "done" })
           expect(done).not.toHaveProperty("description")
+          expect(yield* controller.updateTask("a", task.id, { status: "done" })).toEqual(done)
           const renamed = yield* controller.updateTask("a", second.id, { title: "Write the summary" })
           expect(renamed).toMatchObject({ title: "Write the summary", status: "pending" })
           const unknown = yield* Effect.flip(controller.updateTask("a", "t-nope", { status: "done" }))

@@ -5,8 +5,21 @@
  * Session routes are plural (`/api/sessions/:id/...`); the seed's two singular paths
  * (`GET /api/session/:id/context-preview`, `POST /api/session/:id/chat`) stay as aliases of
  * the plural ones. A file's path (it may contain `/`) is the `path` query parameter.
+ *
+ * Many sessions: a session is `active`, `paused` or `ended` (`POST .../pause`, `.../resume`,
+ * `.../end`); it has tasks (`/api/sessions/:id/tasks`) and a task can be sent to many sessions at
+ * once (`POST /api/tasks/distribute`), selected by their metadata or concept.
  */
 
+import {
+  DistributionMode,
+  DistributionResult,
+  MetadataKey,
+  MetadataValue,
+  SessionMetadata,
+  Task,
+  TaskStatus
+} from "@ctxo/store/Records"
 import { FileContent, FileInfo, SessionRecord } from "@ctxo/store/Store"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
@@ -42,8 +55,88 @@ const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).
 const Line = Schema.NumberFromString.pipe(Schema.int(), Schema.positive())
 
 export const CreateSession = strict(
-  Schema.Struct({ id: Schema.optional(Schema.String), concept: Schema.String })
+  Schema.Struct({
+    id: Schema.optional(Schema.String),
+    concept: Schema.String,
+    /** What distribution filters select on: up to 64 keys (letters, digits, `._:-`), values up to 512 characters. */
+    metadata: Schema.optional(SessionMetadata)
+  })
 )
+/** A session's concept and metadata changed: metadata is merged, a `null` value removes its key. */
+export const UpdateSession = strict(
+  Schema.Struct({
+    concept: Schema.optional(Schema.String),
+    metadata: Schema.optional(Schema.Record({ key: MetadataKey, value: Schema.NullOr(MetadataValue) }))
+  })
+)
+
+const TaskTitle = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500))
+const TaskDescription = Schema.String.pipe(Schema.maxLength(20_000))
+export const CreateTask = strict(
+  Schema.Struct({ title: TaskTitle, description: Schema.optional(TaskDescription) })
+)
+/** A task changed: its status, title or description (`null` removes the description). */
+export const UpdateTask = strict(
+  Schema.Struct({
+    status: Schema.optional(TaskStatus),
+    title: Schema.optional(TaskTitle),
+    description: Schema.optional(Schema.NullOr(TaskDescription))
+  })
+)
+
+/**
+ * One task for many sessions. `broadcast`: to every session listed, or to every session when none
+ * is listed (not to `fromSession`). `filtered`: to those of them whose metadata has every pair of
+ * `filter.metadata` and whose concept contains `filter.concept` (case-insensitive); `filter` is
+ * required there and refused with `broadcast`. Ended sessions are skipped (reported), paused ones
+ * receive the task.
+ */
+export const DistributeTasks = strict(
+  Schema.Struct({
+    task: Schema.Struct({ title: TaskTitle, description: Schema.optional(TaskDescription) }),
+    mode: DistributionMode,
+    sessions: Schema.optional(
+      Schema.Array(Schema.String)
+        .pipe(Schema.minItems(1), Schema.maxItems(1000))
+        .annotations({ description: "The sessions to consider (default: every session of the tenant)" })
+    ),
+    filter: Schema.optional(
+      Schema.Struct({
+        metadata: Schema.optional(
+          Schema.Record({ key: MetadataKey, value: MetadataValue }).annotations({
+            description: "Every pair must be in the session's metadata"
+          })
+        ),
+        concept: Schema.optional(
+          Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)).annotations({
+            description: "The session's concept contains it (case-insensitive)"
+          })
+        )
+      }).annotations({
+        identifier: "DistributionFilterRequest",
+        description: "mode filtered only, and required there: at least one of metadata and concept"
+      })
+    ),
+    /** The session the task comes from (kept in each task's `origin`). */
+    fromSession: Schema.optional(
+      Schema.String.annotations({
+        description: "The session the task comes from: kept in each task's origin, not a target unless listed"
+      })
+    )
+  }).annotations({
+    description:
+      "broadcast: to every listed session, or every session when none is listed; filtered: to those of them the filter selects. Ended sessions are skipped and reported; paused ones receive the task."
+  })
+)
+/** What a distribution did: per session, the task it added or why it skipped the session. */
+export const Distribution = Schema.Struct({
+  distributionId: Schema.String,
+  createdAt: Schema.String,
+  mode: DistributionMode,
+  /** True when this answers an earlier request with the same Idempotency-Key. */
+  replayed: Schema.Boolean,
+  results: Schema.Array(DistributionResult)
+}).annotations({ identifier: "Distribution" })
 export const WriteFile = strict(
   Schema.Struct({
     content: Schema.String,
@@ -178,6 +271,16 @@ export class HealthGroup extends HttpApiGroup.make("health")
       .annotate(OpenApi.Summary, "Readiness (the data root is readable)")
   ) {}
 
+/** A lifecycle transition: the session's record after it. */
+const lifecycleEndpoint = <const Name extends string, const Path extends HttpApiEndpoint.PathSegment>(
+  name: Name,
+  path: Path
+) =>
+  HttpApiEndpoint.post(name, path)
+    .setPath(SessionPath)
+    .addSuccess(SessionRecord)
+    .annotate(OpenApi.Summary, `${name[0]!.toUpperCase()}${name.slice(1)} a session`)
+
 export class SessionsGroup extends HttpApiGroup.make("sessions")
   .add(
     HttpApiEndpoint.get("list", "/api/sessions")
@@ -201,6 +304,75 @@ export class SessionsGroup extends HttpApiGroup.make("sessions")
       .setPath(SessionPath)
       .addSuccess(HttpApiSchema.NoContent)
       .annotate(OpenApi.Summary, "Delete a session")
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/api/sessions/:id")
+      .setPath(SessionPath)
+      .setPayload(UpdateSession)
+      .addSuccess(SessionRecord)
+      .annotate(OpenApi.Summary, "Change a session's concept or metadata (merged; null removes a key)")
+  )
+  .add(
+    lifecycleEndpoint("pause", "/api/sessions/:id/pause").annotate(
+      OpenApi.Description,
+      "active -> paused: the session takes no turn (chat, /v1 with the session) until it is resumed (409 SessionNotActive); its files, tasks and previews stay available. Waits for a running turn to finish. Pausing a paused session changes nothing (200); an ended session is 409 IllegalTransition."
+    )
+  )
+  .add(
+    lifecycleEndpoint("resume", "/api/sessions/:id/resume").annotate(
+      OpenApi.Description,
+      "paused -> active. Resuming an active session changes nothing (200); an ended session is 409 IllegalTransition."
+    )
+  )
+  .add(
+    lifecycleEndpoint("end", "/api/sessions/:id/end").annotate(
+      OpenApi.Description,
+      "active | paused -> ended, for good: no more turns, tasks or task changes (409), reads and previews stay. Waits for a running turn to finish; ending an ended session changes nothing (200)."
+    )
+  ) {}
+
+const TaskPath = Schema.Struct({ id: Schema.String, taskId: Schema.String })
+
+export class TasksGroup extends HttpApiGroup.make("tasks")
+  .add(
+    HttpApiEndpoint.get("list", "/api/sessions/:id/tasks")
+      .setPath(SessionPath)
+      .addSuccess(Schema.Array(Task))
+      .annotate(OpenApi.Summary, "List a session's tasks (oldest first)")
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/api/sessions/:id/tasks")
+      .setPath(SessionPath)
+      .setPayload(CreateTask)
+      .addSuccess(Task, { status: 201 })
+      .annotate(OpenApi.Summary, "Add a task to a session (pending; 409 when the session is ended)")
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/api/sessions/:id/tasks/:taskId")
+      .setPath(TaskPath)
+      .setPayload(UpdateTask)
+      .addSuccess(Task)
+      .annotate(OpenApi.Summary, "Change a task's status, title or description (404 for an unknown task)")
+  )
+  .add(
+    HttpApiEndpoint.post("distribute", "/api/tasks/distribute")
+      .setHeaders(
+        Schema.Struct({
+          "idempotency-key": Schema.optional(
+            Schema.String.annotations({
+              description:
+                "A retry with the same key answers the first distribution (`replayed: true`) and adds no task twice, also after a crash halfway; the same key with another request is 409 DistributionConflict."
+            })
+          )
+        })
+      )
+      .setPayload(DistributeTasks)
+      .addSuccess(Distribution)
+      .annotate(OpenApi.Summary, "Send one task to many sessions (broadcast or filtered)")
+      .annotate(
+        OpenApi.Description,
+        "Adds the task to each selected session and answers, per session, `{ session, taskId }` or `{ session, skipped, message }` (`skipped`: `ended`, `not_found` for a listed session this tenant does not have, `not_matched` for a listed session the filter leaves out). Paused sessions receive the task."
+      )
   ) {}
 
 export class FilesGroup extends HttpApiGroup.make("files")
@@ -317,7 +489,7 @@ const chatEndpoint = <const Name extends string, const Path extends HttpApiEndpo
     .annotate(OpenApi.Summary, "Run one agent turn (Server-Sent Events)")
     .annotate(
       OpenApi.Description,
-      "Runs one turn of the agent (ReAct tool loop) and streams Server-Sent Events: turn, text-delta, tool-call, tool-result, compaction-started, compaction-finished, compaction-fell-back, usage, done, error. `idempotencyKey` in the body makes a retry resume the turn (or return the answer of a finished one); the same key with another message is 409."
+      "Runs one turn of the agent (ReAct tool loop) and streams Server-Sent Events: turn, text-delta, tool-call, tool-result, compaction-started, compaction-finished, compaction-fell-back, usage, done, error. `idempotencyKey` in the body makes a retry resume the turn (or return the answer of a finished one); the same key with another message is 409. A paused or ended session is 409 SessionNotActive (`details.state`), before the stream starts; a turn that fails once started ends its stream with an `error` event."
     )
 
 export class ChatGroup extends HttpApiGroup.make("chat")
@@ -427,7 +599,7 @@ export class OpenAIGroup extends HttpApiGroup.make("openai")
       .annotate(OpenApi.Summary, "Create a chat completion (OpenAI-compatible)")
       .annotate(
         OpenApi.Description,
-        "OpenAI-compatible, streaming (`stream: true`: Server-Sent Events of chat.completion.chunk, then `data: [DONE]`) and not. With a session (header X-Ctxo-Session or metadata.session_id) send only the new user message (or the tool results): ctxo adds the session's context and records the turn; earlier messages the client sends are ignored (`x-ctxo-ignored-messages`), non-text parts reduced to text (`x-ctxo-reduced-parts`); `x-ctxo-turn`, `x-ctxo-tokens-used`, `x-ctxo-tokens-available`, `x-ctxo-cut-turns` and `x-ctxo-prefix-hash` describe the compiled context. `Idempotency-Key` makes retries safe; `x-ctxo-record: false` records nothing. Without a session, the messages are fitted to the model's window (oldest whole turns first, `x-ctxo-dropped-turns`) and forwarded. The model may be provider-qualified (`openai/gpt-4o`): it is forwarded without the prefix, to the upstream of that provider when several are configured. Errors are OpenAI's `{ error: { message, type, code, param } }` with the upstream's status, type, code and rate-limit headers passed on; an error before the first chunk of a stream is an HTTP status, after it an `error` data frame."
+        "OpenAI-compatible, streaming (`stream: true`: Server-Sent Events of chat.completion.chunk, then `data: [DONE]`) and not. With a session (header X-Ctxo-Session or metadata.session_id) send only the new user message (or the tool results): ctxo adds the session's context and records the turn; earlier messages the client sends are ignored (`x-ctxo-ignored-messages`), non-text parts reduced to text (`x-ctxo-reduced-parts`); `x-ctxo-turn`, `x-ctxo-tokens-used`, `x-ctxo-tokens-available`, `x-ctxo-cut-turns` and `x-ctxo-prefix-hash` describe the compiled context. `Idempotency-Key` makes retries safe; `x-ctxo-record: false` records nothing. A paused or ended session is 409 `session_not_active` (with `x-ctxo-record: false` too). Without a session, the messages are fitted to the model's window (oldest whole turns first, `x-ctxo-dropped-turns`) and forwarded. The model may be provider-qualified (`openai/gpt-4o`): it is forwarded without the prefix, to the upstream of that provider when several are configured. Errors are OpenAI's `{ error: { message, type, code, param } }` with the upstream's status, type, code and rate-limit headers passed on; an error before the first chunk of a stream is an HTTP status, after it an `error` data frame."
       )
   ) {}
 
@@ -511,6 +683,7 @@ export class Api extends HttpApi.make("ctxo")
   .addError(GatewayTimeoutWire)
   .add(HealthGroup)
   .add(SessionsGroup)
+  .add(TasksGroup)
   .add(FilesGroup)
   .add(BlocksGroup)
   .add(ContextGroup)

@@ -16,7 +16,9 @@ import { CorruptFile } from "./StoreErrors.ts"
  * (its files, tasks and previews stay available); `ended` is final.
  */
 export const SessionState = Schema.Literal("active", "paused", "ended").annotations({
-  identifier: "SessionState"
+  identifier: "SessionState",
+  description:
+    "active: takes turns; paused: takes no turn until resumed (files, tasks and previews stay); ended: final"
 })
 export type SessionState = typeof SessionState.Type
 
@@ -47,9 +49,13 @@ export const SessionRecord = Schema.Struct({
   createdAt: Schema.String,
   state: SessionState,
   /** When `state` last changed (its creation, for a session never paused or ended). */
-  stateChangedAt: Schema.String,
+  stateChangedAt: Schema.String.annotations({
+    description: "When state last changed (ISO 8601; the creation time until the first change)"
+  }),
   /** What distribution filters select on (`{ "team": "physics" }`). */
-  metadata: Schema.Record({ key: Schema.String, value: Schema.String })
+  metadata: Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
+    description: 'Flat string metadata, what filtered distributions select on ({ "team": "physics" })'
+  })
 }).annotations({ identifier: "SessionRecord" })
 export type SessionRecord = typeof SessionRecord.Type
 
@@ -85,7 +91,8 @@ export const SessionIndex = Schema.transform(
 )
 
 export const TaskStatus = Schema.Literal("pending", "in_progress", "done", "cancelled").annotations({
-  identifier: "TaskStatus"
+  identifier: "TaskStatus",
+  description: "A new task is pending; any status may follow any other"
 })
 export type TaskStatus = typeof TaskStatus.Type
 
@@ -120,14 +127,24 @@ export type DistributionMode = typeof DistributionMode.Type
  * the concept containing `concept` (case-insensitive). At least one of the two.
  */
 export const DistributionFilter = Schema.Struct({
-  metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { exact: true }),
-  concept: Schema.optionalWith(Schema.String, { exact: true })
+  metadata: Schema.optionalWith(
+    Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
+      description: "Every pair must be in the session's metadata"
+    }),
+    { exact: true }
+  ),
+  concept: Schema.optionalWith(
+    Schema.String.annotations({ description: "The session's concept contains it (case-insensitive)" }),
+    { exact: true }
+  )
 }).annotations({ identifier: "DistributionFilter" })
 export type DistributionFilter = typeof DistributionFilter.Type
 
 /** Why a session did not receive a distributed task. */
 export const SkipReason = Schema.Literal("ended", "not_found", "not_matched").annotations({
-  identifier: "SkipReason"
+  identifier: "SkipReason",
+  description:
+    "ended: the session is ended; not_found: a listed session this data root (tenant) does not have; not_matched: a listed session the filter leaves out"
 })
 export type SkipReason = typeof SkipReason.Type
 
