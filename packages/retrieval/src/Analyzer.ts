@@ -314,6 +314,8 @@ const KOREAN_PARTICLES = [
 const HAN_WORD = /^\p{Script=Han}+$/u
 const HANGUL_WORD = /^\p{Script=Hangul}+$/u
 const LATIN_WORD = /^[\p{Script=Latin}\d_.'’-]+$/u
+// A plain ASCII word, capitalized at most on its first letter.
+const PLAIN_WORD = /^[A-Za-z][a-z]*$/
 const HAS_LETTER_OR_DIGIT = /[\p{L}\p{N}]/u
 
 const segmenter = new Intl.Segmenter("zh", { granularity: "word" })
@@ -377,6 +379,13 @@ export const analyze = (text: string, options: AnalyzerOptions = {}): Array<stri
     run = []
   }
   for (const { segment, isWordLike } of segmenter.segment(text.normalize("NFKC"))) {
+    if (PLAIN_WORD.test(segment)) {
+      // The common case, the same terms as `latinTerms` gives it, without its identifier handling.
+      endRun()
+      const lower = segment.toLowerCase()
+      if (lower.length >= 2 && !STOP_WORDS.has(lower)) out.push(stem ? foldSuffix(lower) : lower)
+      continue
+    }
     if (!isWordLike || !HAS_LETTER_OR_DIGIT.test(segment)) {
       endRun()
       continue

@@ -246,34 +246,37 @@ export class SearchIndex {
     this.engine.discard(id)
   }
 
-  /** Drops the postings of removed documents (what minisearch's vacuum does), when there are any. */
+  /**
+   * Drops the postings of removed documents, when there are any: the loop of minisearch 7.2's own
+   * (timer-driven) vacuum, run synchronously over its index. The version is pinned exactly; the
+   * property test "edits leave no trace" checks the result against an index built afresh.
+   */
   private vacuum() {
-    if (this.engine.dirtCount === 0) return
-    this.engine = MiniSearch.loadJS<Stored>(
-      cleanIndex(this.engine.toJSON()),
-      minisearchOptions(this.analyzer, this.titleBoost)
-    )
+    const engine = this.engine as unknown as Internals
+    if (engine._dirtCount === 0) return
+    for (const [term, fields] of engine._index) {
+      for (const [fieldId, postings] of fields) {
+        for (const shortId of postings.keys()) {
+          if (!engine._documentIds.has(shortId)) postings.delete(shortId)
+        }
+        if (postings.size === 0) fields.delete(fieldId)
+      }
+      if (fields.size === 0) engine._index.delete(term)
+    }
+    engine._dirtCount = 0
+  }
+}
+
+/** The parts of minisearch 7.2's state the synchronous vacuum touches. */
+interface Internals {
+  _dirtCount: number
+  readonly _documentIds: ReadonlyMap<number, unknown>
+  readonly _index: {
+    [Symbol.iterator](): Iterator<[string, Map<number, Map<number, number>>]>
+    delete(term: string): void
   }
 }
 
 /** Best first; equal scores by id, so the order never depends on insertion. */
 export const compareHits = (a: Hit, b: Hit): number =>
   b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
-
-type Plain = ReturnType<MiniSearch["toJSON"]>
-
-/** Drops the postings of removed documents (what minisearch's vacuum does, synchronously). */
-const cleanIndex = (plain: Plain): Plain => {
-  if ((plain.dirtCount ?? 0) === 0) return plain
-  const live = new Set(Object.keys(plain.documentIds))
-  const index: Plain["index"] = []
-  for (const [term, fields] of plain.index) {
-    const kept: (typeof fields)[string] extends infer E ? Record<string, E> : never = {}
-    for (const [fieldId, postings] of Object.entries(fields)) {
-      const entries = Object.entries(postings).filter(([shortId]) => live.has(shortId))
-      if (entries.length > 0) kept[fieldId] = Object.fromEntries(entries)
-    }
-    if (Object.keys(kept).length > 0) index.push([term, kept])
-  }
-  return { ...plain, index, dirtCount: 0 }
-}
