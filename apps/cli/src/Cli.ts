@@ -4,12 +4,21 @@ import { blocksCommand, blocksExamples } from "./BlocksCommand.ts"
 import { countCommand, countExamples, modelsCommand, modelsExamples } from "./BudgetCommands.ts"
 import { compileCommand, compileExamples, previewCommand, previewExamples } from "./CompileCommands.ts"
 import type { CommandHelp, Example } from "./internal/help.ts"
-import { colorFor, renderCommandHelp, renderRootHelp, stripAnsi } from "./internal/help.ts"
+import { colorFor, commandName, renderCommandHelp, renderRootHelp, stripAnsi } from "./internal/help.ts"
 import { replayCommand, replayExamples } from "./ReplayCommand.ts"
+import {
+  sessionsCommand,
+  sessionsExamples,
+  sessionsSubcommands,
+  tasksCommand,
+  tasksExamples,
+  tasksSubcommands
+} from "./SessionCommands.ts"
 
 const NAME = "ctxo"
 const VERSION = "0.1.0"
-const DESCRIPTION = "the Context Orchestrator: compile, inspect and replay the contexts of LLM calls"
+const DESCRIPTION =
+  "the Context Orchestrator: compile, inspect and replay the contexts of LLM calls; manage sessions and their tasks"
 
 /** The console the commands print with: the process's own, whatever the CLI's output goes through. */
 class CommandConsole extends Context.Tag("@ctxo/cli/CommandConsole")<CommandConsole, Console.Console>() {}
@@ -26,7 +35,9 @@ const subcommands = [
   ownConsole(blocksCommand),
   ownConsole(countCommand),
   ownConsole(modelsCommand),
-  ownConsole(replayCommand)
+  ownConsole(replayCommand),
+  ownConsole(sessionsCommand),
+  ownConsole(tasksCommand)
 ] as const
 
 const commands: ReadonlyArray<CommandHelp> = [
@@ -35,7 +46,9 @@ const commands: ReadonlyArray<CommandHelp> = [
   { command: subcommands[2], examples: blocksExamples },
   { command: subcommands[3], examples: countExamples },
   { command: subcommands[4], examples: modelsExamples },
-  { command: subcommands[5], examples: replayExamples }
+  { command: subcommands[5], examples: replayExamples },
+  { command: subcommands[6], examples: sessionsExamples, subcommands: sessionsSubcommands },
+  { command: subcommands[7], examples: tasksExamples, subcommands: tasksSubcommands }
 ]
 
 const rootExamples: ReadonlyArray<Example> = [
@@ -61,32 +74,52 @@ export const run = Command.run(ctxo, { name: NAME, version: VERSION })
 /** Root options that take a value (the library's built-ins), skipped when looking for the command. */
 const VALUED = new Set(["--log-level", "--completions"])
 
+export interface HelpRequest {
+  readonly command?: string
+  /** A subcommand of a command group (`ctxo tasks add --help`). */
+  readonly subcommand?: string
+}
+
 /**
- * The help asked for, if any: `-h`/`--help` anywhere before `--`, for the first command named (a
- * bare `ctxo` is the root help too). @effect/cli only sees `--help` before a command's own options.
+ * The help asked for, if any: `-h`/`--help` anywhere before `--`, for the first command named (and
+ * its subcommand, right after it, for a command group); a bare `ctxo` is the root help too.
+ * @effect/cli only sees `--help` before a command's own options.
  */
-export const helpRequest = (args: ReadonlyArray<string>): { readonly command?: string } | undefined => {
+export const helpRequest = (args: ReadonlyArray<string>): HelpRequest | undefined => {
   const end = args.indexOf("--")
   const before = end === -1 ? args : args.slice(0, end)
   if (before.length > 0 && !before.includes("--help") && !before.includes("-h")) return undefined
   for (let i = 0; i < before.length; i++) {
     const arg = before[i]!
     if (VALUED.has(arg)) i++
-    else if (!arg.startsWith("-")) return commands.some((c) => nameOf(c) === arg) ? { command: arg } : {}
+    else if (!arg.startsWith("-")) {
+      const command = commands.find((c) => commandName(c) === arg)
+      if (command === undefined) return {}
+      const next = before[i + 1]
+      return command.subcommands?.some((s) => commandName(s) === next) === true
+        ? { command: arg, subcommand: next! }
+        : { command: arg }
+    }
   }
   return {}
 }
 
-const nameOf = (c: CommandHelp) => [...Command.getNames(c.command)][0] as string
-
-export const helpText = (request: { readonly command?: string }, color: boolean, width = 80): string => {
-  const command = commands.find((c) => nameOf(c) === request.command)
-  return command === undefined
-    ? renderRootHelp({ name: NAME, version: VERSION, description: DESCRIPTION }, commands, rootExamples, {
+export const helpText = (request: HelpRequest, color: boolean, width = 80): string => {
+  const command = commands.find((c) => commandName(c) === request.command)
+  const sub = command?.subcommands?.find((s) => commandName(s) === request.subcommand)
+  if (command === undefined)
+    return renderRootHelp(
+      { name: NAME, version: VERSION, description: DESCRIPTION },
+      commands,
+      rootExamples,
+      {
         color,
         width
-      })
-    : renderCommandHelp(NAME, command, { color, width })
+      }
+    )
+  return sub === undefined
+    ? renderCommandHelp(NAME, command, { color, width })
+    : renderCommandHelp(`${NAME} ${commandName(command)}`, sub, { color, width })
 }
 
 /** A console that drops ANSI escapes from what goes to a stream that is not to be colored. */

@@ -9,7 +9,18 @@ import { ctxo } from "./ctxo.ts"
 // `| less` runs it. NO_COLOR and FORCE_COLOR are cleared so the environment of the run decides nothing.
 const plain = { NO_COLOR: undefined, FORCE_COLOR: undefined }
 const ESC = "\u001b"
-const commands = ["compile", "preview", "blocks", "count", "models", "replay"] as const
+const commands = ["compile", "preview", "blocks", "count", "models", "replay", "sessions", "tasks"] as const
+const subcommands = [
+  ["sessions", "list"],
+  ["sessions", "pause"],
+  ["sessions", "resume"],
+  ["sessions", "end"],
+  ["sessions", "update"],
+  ["tasks", "list"],
+  ["tasks", "add"],
+  ["tasks", "update"],
+  ["tasks", "distribute"]
+] as const
 const sessions = fileURLToPath(new URL("../../../fixtures/sessions", import.meta.url))
 const temps: Array<string> = []
 afterAll(() => {
@@ -42,6 +53,24 @@ describe("ctxo --help", () => {
       expect(run.stdout).toMatchSnapshot()
     }
   )
+
+  it.each(subcommands)("prints `ctxo %s %s --help`: its usage, options and examples", async (group, name) => {
+    const run = await ctxo([group, name, "--help"], plain)
+    expect(run.code).toBe(0)
+    expect(run.stdout).toMatch(new RegExp(`^USAGE\\n  ctxo ${group} ${name} `))
+    expect(run.stdout).toMatch(/\nOPTIONS\n {2}--data DIR\n/)
+    expect(run.stdout).toMatch(/\nEXAMPLES\n/)
+    for (const line of run.stdout.split("\n").filter((l) => l.startsWith("  $ ")))
+      expect(line).toMatch(new RegExp(`^ {2}\\$ ctxo ${group} ${name} `))
+    expect(run.stdout).not.toMatch(/user-defined piece of text|This setting is|May be specified/)
+  })
+
+  it("lists a group's commands in its help", async () => {
+    const run = await ctxo(["tasks", "--help"], plain)
+    expect(run.stdout).toMatch(/\nCOMMANDS\n {2}list +List a session's tasks/)
+    for (const name of ["list", "add", "update", "distribute"])
+      expect(run.stdout).toMatch(new RegExp(`\\n {2}ctxo tasks ${name} `))
+  })
 
   it("stays plain with NO_COLOR even when colors are forced, and colors only when asked", async () => {
     const noColor = await ctxo(["compile", "--help"], { NO_COLOR: "1", FORCE_COLOR: "1" })
@@ -77,8 +106,8 @@ describe("ctxo --help", () => {
 
 describe("--models", () => {
   it("is a file of model overrides in every command, and the old list meaning gets a clear error", async () => {
-    // Every command that knows models (blocks does not).
-    for (const name of commands.filter((c) => c !== "blocks")) {
+    // Every command that knows models (blocks, sessions and tasks do not).
+    for (const name of commands.filter((c) => c !== "blocks" && c !== "sessions" && c !== "tasks")) {
       const run = await ctxo([name, "--help"], plain)
       expect(run.stdout).toMatch(/\n {2}--models FILE\n {6}A JSON file of model overrides/)
     }

@@ -36,7 +36,12 @@ export interface CommandHelp {
   // biome-ignore lint/suspicious/noExplicitAny: any command of the CLI
   readonly command: Command.Command<any, any, any, any>
   readonly examples: ReadonlyArray<Example>
+  /** The subcommands of a command group (`ctxo tasks add`), each with its own help. */
+  readonly subcommands?: ReadonlyArray<CommandHelp>
 }
+
+/** A command's name (`compile`, `tasks`, `add`). */
+export const commandName = (help: CommandHelp): string => [...Command.getNames(help.command)][0] ?? ""
 
 interface Style {
   readonly heading: (s: string) => string
@@ -78,8 +83,9 @@ const paragraphs = (doc: HelpDoc.HelpDoc): Array<string> =>
         : []
   )
 
-/** The library's generic lines about an option or argument (its type, optional, repeated). */
-const FILLER = /^This (setting|argument|option) (is optional|may be repeated|must be repeated)/
+/** The library's generic lines about an option or argument (its type, optional, repeated, key=value forms). */
+const FILLER =
+  /^This (setting|argument|option) (is optional|may be repeated|must be repeated|is a property argument)|^- May be specified (a single time|multiple times)/
 
 interface Entry {
   readonly label: string
@@ -163,17 +169,45 @@ export interface RenderOptions {
   readonly width?: number
 }
 
-/** `ctxo <command> --help`. */
+/** Names and descriptions, aligned: the COMMANDS section of a help. */
+const commandLines = (commands: ReadonlyArray<CommandHelp>, style: Style, width: number) => {
+  const names = commands.map(commandName)
+  const pad = Math.max(...names.map((n) => n.length)) + 2
+  return commands.flatMap((c, i) => {
+    const [first = "", ...rest] = wrap(descriptionOf(c.command), 2 + pad, width).map((l) => l.trimStart())
+    return [`  ${style.name(names[i]!.padEnd(pad))}${first}`, ...rest.map((l) => " ".repeat(2 + pad) + l)]
+  })
+}
+
+/**
+ * `ctxo <command> --help` (`program` is `ctxo`), or a subcommand's (`ctxo tasks add --help`,
+ * `program` is `ctxo tasks`). A command group lists its subcommands' usage and descriptions.
+ */
 export const renderCommandHelp = (program: string, help: CommandHelp, options: RenderOptions): string => {
   const style = styles(options.color)
   const width = options.width ?? 80
   const parts = sections(Command.getHelp(help.command, helpConfig))
-  const usage = Usage.enumerate(Command.getUsage(help.command), usageConfig).map(spanText)
+  const usage =
+    help.subcommands === undefined
+      ? Usage.enumerate(Command.getUsage(help.command), usageConfig).map(spanText)
+      : help.subcommands.flatMap((sub) =>
+          Usage.enumerate(Command.getUsage(sub.command), usageConfig).map(
+            (u) => `${commandName(help)} ${spanText(u)}`
+          )
+        )
   const lines: Array<string> = [style.heading("USAGE")]
   for (const u of usage)
     lines.push(...wrap(`${program} ${u}`, 2, width).map((l, i) => (i === 0 ? l : `    ${l}`)))
   lines.push("", style.heading("DESCRIPTION"))
   for (const p of (parts.get("DESCRIPTION") ?? []).flatMap(paragraphs)) lines.push(...wrap(p, 2, width), "")
+  if (help.subcommands !== undefined)
+    lines.push(
+      style.heading("COMMANDS"),
+      ...commandLines(help.subcommands, style, width),
+      "",
+      ...wrap(`\`${program} ${commandName(help)} <command> --help\` shows a command's options.`, 2, width),
+      ""
+    )
   const args = (parts.get("ARGUMENTS") ?? []).flatMap((d) => entries(d, "arguments"))
   if (args.length > 0) lines.push(style.heading("ARGUMENTS"), ...entryLines(args, style, width), "")
   const opts = (parts.get("OPTIONS") ?? []).flatMap((d) => entries(d, "options"))
@@ -197,8 +231,6 @@ export const renderRootHelp = (
 ): string => {
   const style = styles(options.color)
   const width = options.width ?? 80
-  const names = commands.map((c) => [...Command.getNames(c.command)][0] ?? "")
-  const pad = Math.max(...names.map((n) => n.length)) + 2
   const lines: Array<string> = [
     `${style.heading(program.name)} ${program.version}: ${program.description}`,
     "",
@@ -206,12 +238,9 @@ export const renderRootHelp = (
     `  ${program.name} <command> [options]`,
     `  ${program.name} <command> --help`,
     "",
-    style.heading("COMMANDS")
+    style.heading("COMMANDS"),
+    ...commandLines(commands, style, width)
   ]
-  commands.forEach((c, i) => {
-    const [first = "", ...rest] = wrap(descriptionOf(c.command), 2 + pad, width).map((l) => l.trimStart())
-    lines.push(`  ${style.name(names[i]!.padEnd(pad))}${first}`, ...rest.map((l) => " ".repeat(2 + pad) + l))
-  })
   lines.push("", style.heading("GLOBAL OPTIONS"), ...entryLines(GLOBAL, style, width), "")
   if (examples.length > 0) lines.push(style.heading("EXAMPLES"), ...exampleLines(examples, style, width))
   return lines.join("\n").trimEnd()
