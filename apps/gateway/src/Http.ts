@@ -6,6 +6,7 @@
 import { chat, sseFrame } from "@ctxo/agent/Agent"
 import { Controller } from "@ctxo/agent/Controller"
 import { ModelClient } from "@ctxo/agent/ModelClient"
+import { agentTools } from "@ctxo/agent/Tools"
 import { TurnEngine } from "@ctxo/agent/TurnEngine"
 import { Api, type BlockNode, ChatRequest } from "@ctxo/api/Api"
 import { BadRequest, Unprocessable } from "@ctxo/api/ApiErrors"
@@ -245,6 +246,7 @@ const preview = (
       .preview({
         sessionId: path.id,
         defaultModel: config.model,
+        tools: agentTools,
         ...(urlParams.query === undefined ? {} : { input: urlParams.query }),
         ...(urlParams.format === undefined ? {} : { format: urlParams.format }),
         ...(urlParams.model === undefined ? {} : { model: urlParams.model })

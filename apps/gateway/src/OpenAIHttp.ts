@@ -23,6 +23,7 @@ import { Tokenizer } from "@ctxo/budget/Tokenizer"
 import type { CompileResult } from "@ctxo/compiler/Compile"
 import { compile } from "@ctxo/compiler/Compile"
 import { parseManifest } from "@ctxo/compiler/Manifest"
+import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
 import * as Workspace from "@ctxo/compiler/Workspace"
 import { decodeHistoryJson } from "@ctxo/history/HistoryFormat"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
@@ -235,6 +236,7 @@ const chatCompletions = Effect.gen(function* () {
     const compiled = yield* engine.preview({
       sessionId,
       dryRun: true,
+      clientTools: functionToolsOf(body.tools),
       defaultModel: config.model,
       model: body.model,
       format: "openai",
@@ -247,7 +249,14 @@ const chatCompletions = Effect.gen(function* () {
     return yield* passOn(forward, { ...noted, ...compiledHeaders(compiled) })
   }
 
-  const options = { defaultModel: config.model, maxSteps: config.maxSteps, format: "openai" as const }
+  // The client's tools go as it sent them, counted in the compile's budget.
+  const clientTools = functionToolsOf(body.tools)
+  const options = {
+    defaultModel: config.model,
+    maxSteps: config.maxSteps,
+    format: "openai" as const,
+    ...(clientTools.length === 0 ? {} : { clientTools })
+  }
   const runWith = <E>(driver: Driver<E>) =>
     trailing.length > 0
       ? engine.continueTurn(
@@ -346,6 +355,18 @@ const chatCompletions = Effect.gen(function* () {
 })
 
 /** A tool message's content as the tool result the turn records (JSON when it parses). */
+/** The client's function tools (`tools[].function` with a name), as the compile counts them. */
+const functionToolsOf = (tools: unknown): ReadonlyArray<ToolSpec> =>
+  Array.isArray(tools)
+    ? tools.filter(
+        (t): t is ToolSpec =>
+          typeof t === "object" &&
+          t !== null &&
+          (t as { type?: unknown }).type === "function" &&
+          typeof (t as { function?: { name?: unknown } }).function?.name === "string"
+      )
+    : []
+
 const toolResultOf = (content: unknown): RawToolResult => {
   const text = contentText(content)
   try {

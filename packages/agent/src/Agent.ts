@@ -12,9 +12,9 @@
  */
 import type { InputReference } from "@ctxo/history/Message"
 import { Effect, Queue, Stream } from "effect"
-import { type CompletionEvent, ModelClient, type UpstreamError } from "./ModelClient.ts"
-import { runTool, toolDefinitions } from "./Tools.ts"
 import type { SessionNotActive } from "./Lifecycle.ts"
+import { type CompletionEvent, ModelClient, type UpstreamError } from "./ModelClient.ts"
+import { agentTools, runTool } from "./Tools.ts"
 import { type Driver, TurnEngine, type TurnEvent } from "./TurnEngine.ts"
 
 export type ChatEvent = TurnEvent
@@ -46,17 +46,24 @@ const agentDriver = (sessionId: string) =>
     const driver: Driver<UpstreamError> = {
       model: (compiled, step) =>
         Effect.gen(function* () {
-          const messages = compiled.format === "openai" ? compiled.request.messages : []
+          const request = compiled.format === "openai" ? compiled.request : { messages: [] }
           let done: Extract<CompletionEvent, { _tag: "Done" }> | undefined
-          yield* client.complete({ model: step.model.name, messages, tools: toolDefinitions }).pipe(
-            Stream.runForEach((event) =>
-              event._tag === "TextDelta"
-                ? step.emit({ type: "text-delta", text: event.text })
-                : Effect.sync(() => {
-                    done = event
-                  })
+          // The tools the compile chose for this step (on demand, counted in its budget).
+          yield* client
+            .complete({
+              model: step.model.name,
+              messages: request.messages,
+              ...(request.tools === undefined ? {} : { tools: request.tools })
+            })
+            .pipe(
+              Stream.runForEach((event) =>
+                event._tag === "TextDelta"
+                  ? step.emit({ type: "text-delta", text: event.text })
+                  : Effect.sync(() => {
+                      done = event
+                    })
+              )
             )
-          )
           return {
             text: done?.text ?? "",
             toolCalls: done?.toolCalls ?? [],
@@ -101,7 +108,13 @@ export const chat = (
             ...(input.references === undefined ? {} : { references: input.references })
           },
           driver,
-          { defaultModel: options.defaultModel, maxSteps: options.maxSteps, format: "openai", emit }
+          {
+            defaultModel: options.defaultModel,
+            maxSteps: options.maxSteps,
+            format: "openai",
+            tools: agentTools,
+            emit
+          }
         )
         .pipe(
           Effect.catchTag("SessionNotActive", (e) => Queue.offer(queue, e)),

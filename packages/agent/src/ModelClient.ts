@@ -12,6 +12,7 @@
  */
 
 import type { OpenAIMessage } from "@ctxo/compiler/Render"
+import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
 import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import OpenAI from "openai"
 import { type Reply, startFakeUpstream } from "./FakeUpstream.ts"
@@ -125,7 +126,8 @@ export interface CompletionRequest {
   readonly model: string
   /** The compiled request's messages (OpenAI's chat format). */
   readonly messages: ReadonlyArray<OpenAIMessage>
-  readonly tools?: ReadonlyArray<Record<string, unknown>>
+  /** The compiled request's tools (the tools source's choice). */
+  readonly tools?: ReadonlyArray<ToolSpec>
 }
 
 export interface Service {

@@ -6,6 +6,7 @@
 
 import { blockText, getBlockById } from "@ctxo/blocks/Block"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
+import type { OfferedTool, ToolSpec } from "@ctxo/compiler/ToolSelection"
 import { HistoryStore } from "@ctxo/history/HistoryStore"
 import { dismissMemory } from "@ctxo/history/HistoryView"
 import type { ReadTracker } from "@ctxo/history/ReadTracker"
@@ -46,7 +47,7 @@ const fn = (
   description: string,
   properties: Record<string, unknown>,
   required: Array<string>
-) => ({
+): ToolSpec => ({
   type: "function",
   function: {
     name,
@@ -108,6 +109,15 @@ export const toolDefinitions = [
     ["targetMessageId", "summary"]
   )
 ]
+
+/**
+ * The agent's tools as the compile offers them: the core file tools and `dismiss_memory` always
+ * on, `read_block` on demand (when the input names it or is about a file's sections).
+ */
+export const agentTools: ReadonlyArray<OfferedTool> = toolDefinitions.map((spec) => ({
+  spec,
+  alwaysOn: spec.function.name !== "read_block"
+}))
 
 const obj = (value: unknown): Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)

@@ -27,6 +27,7 @@ import * as CompileCache from "@ctxo/compiler/CompileCache"
 import type { Manifest } from "@ctxo/compiler/Manifest"
 import { parseManifest } from "@ctxo/compiler/Manifest"
 import type { Format } from "@ctxo/compiler/Render"
+import type { OfferedTool, ToolSpec } from "@ctxo/compiler/ToolSelection"
 import type { Workspace } from "@ctxo/compiler/Workspace"
 import type {
   CompactionEvent,
@@ -163,6 +164,10 @@ export interface TurnOptions {
   readonly compaction?: Partial<CompactionSettings> & { readonly window?: number }
   /** The manifest to use instead of the session's context-config.json. */
   readonly manifest?: Manifest
+  /** The tools the driver runs (sent on demand, counted: `CompileOptions.tools`). */
+  readonly tools?: ReadonlyArray<OfferedTool>
+  /** The client's own tools (all sent, counted: `CompileOptions.clientTools`). */
+  readonly clientTools?: ReadonlyArray<ToolSpec>
   readonly emit?: (event: TurnEvent) => Effect.Effect<void>
   /** Each compile, as it happens (replay measures them). */
   readonly onCompiled?: (
@@ -188,6 +193,9 @@ export interface PreviewRequest {
   readonly format?: Format
   /** For a model call that records nothing: refused like a turn when the session is not active. */
   readonly dryRun?: boolean
+  /** The tools a turn would offer (`TurnOptions.tools`, `TurnOptions.clientTools`). */
+  readonly tools?: ReadonlyArray<OfferedTool>
+  readonly clientTools?: ReadonlyArray<ToolSpec>
 }
 
 export interface TurnRequest {
@@ -240,6 +248,12 @@ export class InvalidToolResults extends Schema.TaggedError<InvalidToolResults>(
     return this.reason
   }
 }
+
+/** The tools of a turn's compiles. */
+const toolsOf = (options: TurnOptions) => ({
+  ...(options.tools === undefined ? {} : { tools: options.tools }),
+  ...(options.clientTools === undefined ? {} : { clientTools: options.clientTools })
+})
 
 // --- per-session state: bounded, evicted when idle
 
@@ -385,6 +399,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             format: options.format ?? "openai",
             history: doc,
             query: "",
+            ...toolsOf(options),
             ...(state.compileState === undefined ? {} : { previous: state.compileState })
           }
           const compiled = yield* provide(compiler.compile(compileOptions))
@@ -489,6 +504,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 format: options.format ?? "openai",
                 history: requiredHistoryOf(before),
                 query: request.input,
+                ...toolsOf(options),
                 ...(request.references === undefined ? {} : { references: request.references })
               })
             )
@@ -574,6 +590,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               ...(request.format === undefined ? {} : { format: request.format }),
               ...(request.input === undefined ? {} : { query: request.input }),
               ...(request.references === undefined ? {} : { references: request.references }),
+              ...(request.tools === undefined ? {} : { tools: request.tools }),
+              ...(request.clientTools === undefined ? {} : { clientTools: request.clientTools }),
               ...(previous === undefined ? {} : { previous })
             })
           )

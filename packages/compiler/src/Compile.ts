@@ -24,14 +24,16 @@
  * a `BudgetExceeded`.
  */
 
-import { DEFAULT_SHARES } from "@ctxo/budget/Allocation"
+import { availableInput, DEFAULT_SHARES } from "@ctxo/budget/Allocation"
 import type { BudgetExceeded, UnknownModel } from "@ctxo/budget/BudgetErrors"
 import type { BudgetReport } from "@ctxo/budget/BudgetReport"
+import { ledgerRow } from "@ctxo/budget/Fit"
 import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
 import { Tokenizer } from "@ctxo/budget/Tokenizer"
 import type { HistoryCorrupt } from "@ctxo/history/HistoryErrors"
 import { turnSpans } from "@ctxo/history/HistoryView"
 import type { HistoryDocument } from "@ctxo/history/Message"
+import { textOf, toolCallsOf } from "@ctxo/history/Message"
 import { Effect, Either, Option } from "effect"
 import * as CompileCache from "./CompileCache.ts"
 import type {
@@ -53,6 +55,8 @@ import { selectBlocks } from "./internal/selectBlocks.ts"
 import { makeCounting } from "./internal/units.ts"
 import type { Manifest, Reference } from "./Manifest.ts"
 import type { Format, RenderedRequest } from "./Render.ts"
+import type { OfferedTool, Ranker, ToolSpec } from "./ToolSelection.ts"
+import { selectTools } from "./ToolSelection.ts"
 import { Workspace } from "./Workspace.ts"
 
 export { chatMessagesOf, openAIChatMessage } from "./internal/units.ts"
@@ -88,6 +92,15 @@ export interface CompileOptions {
   readonly history?: HistoryDocument
   /** The collectors to run (default: `defaultSources`). */
   readonly sources?: ReadonlyArray<ContextSource>
+  /**
+   * The tools the caller can run (the agent's): sent as the manifest's `tools` says (on demand by
+   * default), counted against the `tools` share.
+   */
+  readonly tools?: ReadonlyArray<OfferedTool>
+  /** The client's own tools (`/v1/chat/completions`): all sent, required, counted. */
+  readonly clientTools?: ReadonlyArray<ToolSpec>
+  /** How relevance is judged (tools, skills, knowledge; default: the compile cache's ranker). */
+  readonly rank?: Ranker
 }
 
 export interface PrefixStats {
@@ -192,6 +205,39 @@ export const compile = (
           `budget.shares: "${id}" is not a source; the sources are ${Object.keys(DEFAULT_SHARES).join(", ")}`
         )
     const formatter = makeFormatter({ manifest, systemPrompt, input, format })
+    const rank = options.rank ?? cache.rank
+    const runningInput = runningTurn?.messages.find((m) => m.role === "user")
+    const askedFor = input !== "" ? input : runningInput === undefined ? "" : textOf(runningInput)
+    const { available } = availableInput({
+      window: model.contextWindow,
+      maxInput: model.maxInput,
+      margin: counter.margin,
+      ...(manifest.budget.outputReserve === undefined
+        ? {}
+        : { outputReserve: manifest.budget.outputReserve }),
+      ...(manifest.budget.outputReserveRatio === undefined
+        ? {}
+        : { outputReserveRatio: manifest.budget.outputReserveRatio })
+    })
+    const units = yield* sources.collect({
+      query: askedFor,
+      counter,
+      rank,
+      budgetOf: (source) =>
+        Math.floor((manifest.budget.shares?.[source] ?? DEFAULT_SHARES[source] ?? 0) * available)
+    })
+
+    // The tools source: the client's, and the offered ones the input wants.
+    const toolChoice = selectTools({
+      offered: options.tools ?? [],
+      client: options.clientTools ?? [],
+      load: manifest.tools.load,
+      ...(manifest.tools.alwaysOn === undefined ? {} : { alwaysOn: manifest.tools.alwaysOn }),
+      input: askedFor,
+      used: new Set((runningTurn?.messages ?? []).flatMap((m) => toolCallsOf(m).map((c) => c.name))),
+      rank
+    })
+    const toolUnits = toolChoice.wanted.map((c) => counting.tool(c.spec, c.required))
 
     // 3. select blocks: with the running turn's observations full, then, while the required layers
     // do not fit, with its older observations compressed, then as placeholders (oldest first; the
@@ -207,7 +253,8 @@ export const compile = (
         systemPrompt,
         input,
         ...(running === undefined ? {} : { running: running.variant(v) }),
-        units: sources.units,
+        units,
+        tools: toolUnits,
         history: {
           turns: history,
           notOffered: sources.notOffered,
@@ -217,7 +264,8 @@ export const compile = (
           shown: rules.showsHistory,
           summariesShown: rules.shares
         },
-        ...(options.previous === undefined ? {} : { previous: options.previous })
+        ...(options.previous === undefined ? {} : { previous: options.previous }),
+        recall: { query: askedFor, rank }
       })
     let v = 0
     let selection: Either.Either<Selection, BudgetExceeded> = selectWith(v)
@@ -237,7 +285,24 @@ export const compile = (
       }
       if (found !== undefined) selection = found
     }
-    const { fitted, historyStartTurn, reducedTurns, leftOutTurns } = yield* orElseFail(selection)
+    const selected = yield* orElseFail(selection)
+    const { historyStartTurn, reducedTurns, leftOutTurns } = selected
+    // The offered tools the input does not want, in the ledger with why.
+    const fitted =
+      toolChoice.notWanted.length === 0
+        ? selected.fitted
+        : {
+            ...selected.fitted,
+            report: {
+              ...selected.fitted.report,
+              units: [
+                ...selected.fitted.report.units,
+                ...toolChoice.notWanted.map((c) =>
+                  ledgerRow(counting.tool(c.spec, false), "dropped", counter.method, c.reason)
+                )
+              ]
+            }
+          }
     if (v > 0 && running !== undefined) warnings.push(running.describe(v))
     if (leftOutTurns.length > 0)
       warnings.push(

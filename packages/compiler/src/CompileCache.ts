@@ -28,8 +28,10 @@ import { memoByKey, memoByObject, memoByTag } from "./internal/memo.ts"
 import { decodeSidecar } from "./internal/sidecar.ts"
 import type { Manifest } from "./Manifest.ts"
 import { parseManifest } from "./Manifest.ts"
+import { makeRanker } from "./Relevance.ts"
 import type { ContextUnit } from "./Sources.ts"
 import { knowledgeUnits, selectProfileBlocks } from "./Sources.ts"
+import type { Ranker } from "./ToolSelection.ts"
 
 export type { MemoStats, TagEntries } from "./internal/memo.ts"
 
@@ -109,6 +111,8 @@ export interface Service {
   readonly unitHash: (unit: { readonly text: string }) => string
   /** A rendered message's hash (the prefix comparison), by the rendered object. */
   readonly renderedHash: (message: object) => string
+  /** Relevance with the last sets of documents indexed (`Relevance.makeRanker`). */
+  readonly rank: Ranker
   readonly stats: () => CompileCacheStats
 }
 
@@ -141,6 +145,7 @@ export const make = (): Service => {
     for (const m of doc.messages) if (m.meta.archivedBy !== undefined) turns.add(m.meta.turn)
     return [...turns].sort((a, b) => a - b)
   })
+
   const sidecars = memoByKey(CAPACITY.sidecars, ([text, file]: Texted) => decodeSidecar(text, file), sameText)
   type KnowledgeInput = readonly [string, BlockIdSidecar | undefined, string, string | undefined]
   const knowledge = memoByKey(
@@ -180,6 +185,7 @@ export const make = (): Service => {
     contextTokens: contextTokens.get,
     unitHash: unitHashes.get,
     renderedHash: renderedHashes.get,
+    rank: makeRanker(),
     stats: () => ({
       manifests: manifests.stats(),
       histories: histories.stats(),

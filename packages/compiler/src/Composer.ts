@@ -14,6 +14,7 @@ import { textOf } from "@ctxo/history/Message"
 import { Either } from "effect"
 import { DuplicateInput, InvalidContextKey } from "./CompilerErrors.ts"
 import type { PolicyName, ProcessRole } from "./Manifest.ts"
+import type { ToolSpec } from "./ToolSelection.ts"
 
 /** Where contexts the policy does not name go: after the named static contexts, sorted by key. */
 export const EXTRA_CONTEXTS = "extra_contexts"
@@ -43,6 +44,7 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       EXTRA_CONTEXTS,
       "compression__context",
       "checkpoint_messages",
+      "recall__context",
       "query"
     ]
   },
@@ -58,6 +60,7 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       EXTRA_CONTEXTS,
       "compression__context",
       "checkpoint_messages",
+      "recall__context",
       "query",
       "todo__context"
     ]
@@ -75,6 +78,7 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       EXTRA_CONTEXTS,
       "compression__context",
       "checkpoint_messages",
+      "recall__context",
       "query"
     ]
   }
@@ -114,6 +118,8 @@ export interface ComposeInput {
   readonly runningTurn?: number
   readonly query?: string
   readonly process?: ProcessOptions
+  /** The tool definitions the request carries (the tools source's choice), in order. */
+  readonly tools?: ReadonlyArray<ToolSpec>
 }
 
 export type ComposedLayer =
@@ -128,6 +134,8 @@ export type ComposedLayer =
 export interface Composition {
   readonly policy: PolicyName
   readonly layers: ReadonlyArray<ComposedLayer>
+  /** The tool definitions the request carries (none: the request offers no tools). */
+  readonly tools?: ReadonlyArray<ToolSpec>
 }
 
 const PRIVATE_KEYS = new Set(["system_prompt__context", "agent_system_prompt__context"])
@@ -193,5 +201,9 @@ export const compose = (
       if (found !== undefined) layers.push({ _tag: "system", id: slot, text: found[1] })
     }
   }
-  return Either.right({ policy: policy.name, layers })
+  return Either.right({
+    policy: policy.name,
+    layers,
+    ...(input.tools === undefined || input.tools.length === 0 ? {} : { tools: input.tools })
+  })
 }

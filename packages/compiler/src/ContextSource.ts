@@ -4,14 +4,27 @@
  * formatting is in `Sources` (pure); a key that does not end in `__context` is refused.
  */
 import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
+import type { Counter } from "@ctxo/budget/Tokenizer"
 import type { Summary } from "@ctxo/history/Message"
 import { Effect, Either } from "effect"
 import { InvalidContextKey, type UnresolvedReference } from "./CompilerErrors.ts"
 import type { Manifest } from "./Manifest.ts"
 import type { ContextUnit } from "./Sources.ts"
 import { findRulesFile, globMatcher, isGlob, todoRecap, treeContext } from "./Sources.ts"
+import type { Ranker } from "./ToolSelection.ts"
 
-export interface CollectContext {
+/** What a source is asked for (seed 003): the query, its budget, and the counter to count with. */
+export interface CollectRequest {
+  /** The input being answered (the running turn's input when a step of a turn is compiled). */
+  readonly query: string
+  readonly counter: Counter
+  /** The tokens a source is guaranteed: its share of the available budget (it may get more lent). */
+  readonly budgetOf: (source: string) => number
+  /** Ranks documents for the query (positive scores, best first). */
+  readonly rank: Ranker
+}
+
+export interface CollectContext extends CollectRequest {
   readonly sessionId: string
   readonly manifest: Manifest
   /** The session's files, relative, sorted. */
@@ -125,7 +138,28 @@ export const profileSource: ContextSource = {
         })
 }
 
-/** Knowledge: files (Markdown split by top-level block), blocks, and globs of session files. */
+/**
+ * Units most relevant to the query first (by score), then the rest in their given order: a budget
+ * that cannot keep them all keeps the relevant ones (seed 003 "Knowledge: 按相关性").
+ */
+const byRelevance = (c: CollectContext, units: ReadonlyArray<ContextUnit>): ReadonlyArray<ContextUnit> => {
+  if (units.length < 2 || c.query.trim() === "") return units
+  const ranked = c.rank(
+    c.query,
+    units.map((u) => ({ id: u.id, text: u.text }))
+  )
+  if (ranked.length === 0) return units
+  const position = new Map(ranked.map((r, i) => [r.id, i]))
+  return units
+    .map((u, i) => ({ u: { ...u, position: i }, p: position.get(u.id) ?? ranked.length + i }))
+    .sort((a, b) => a.p - b.p)
+    .map((x) => x.u)
+}
+
+/**
+ * Knowledge: files (Markdown split by top-level block), blocks, and globs of session files; with
+ * an input, the most relevant first.
+ */
 export const knowledgeSource: ContextSource = {
   id: "knowledge",
   collect: (c) =>
@@ -141,7 +175,7 @@ export const knowledgeSource: ContextSource = {
           units.push(...(yield* fromEither(c.knowledgeUnits(path, texts[i]!, entry.block, sidecar))))
         }
       }
-      return units
+      return byRelevance(c, units)
     })
 }
 
@@ -171,6 +205,65 @@ export const extraSource: ContextSource = {
     })
 }
 
+/** A skill's name as the input may call it: `/name`, `$name`, or the name as a word. */
+const callsSkill = (input: string, name: string) => {
+  const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+  return new RegExp(`(^|[^\\p{L}\\p{N}_-])[/$]?${escaped}($|[^\\p{L}\\p{N}_-])`, "iu").test(input)
+}
+
+/** How many skills relevance alone may activate (named and always-on skills are beside these). */
+export const RELEVANT_SKILLS = 3
+
+/**
+ * Skills (seed 003 "Skills: 按需激活"): the Markdown files of the session's skills folder
+ * (`skills/` by default), one skill a file, named by the file name. On demand, a skill goes when
+ * it is always on (`skills.always`), when the input calls it by name, or when it is among the
+ * `RELEVANT_SKILLS` most relevant to the input; most wanted first, so the `skills` share keeps
+ * those. `all` sends every skill, `none` none.
+ */
+export const skillsSource: ContextSource = {
+  id: "skills",
+  collect: (c) =>
+    Effect.gen(function* () {
+      const { folder, activate, always } = c.manifest.skills
+      const prefix = `${folder.replace(/\/+$/, "")}/`
+      const files = c.sessionFiles.filter(
+        (f) => f.startsWith(prefix) && /\.md$/i.test(f) && !f.slice(prefix.length).includes("/")
+      )
+      if (files.length === 0 || (activate === "none" && always.length === 0)) return []
+      const texts = yield* c.readMany("session", files)
+      const skills = files.map((file, i) => ({
+        name: file.slice(prefix.length).replace(/\.md$/i, ""),
+        file,
+        text: texts[i]!.trim()
+      }))
+      const wanted: Array<{ readonly skill: (typeof skills)[number]; readonly why: string }> = []
+      const take = (skill: (typeof skills)[number], why: string) => {
+        if (!wanted.some((w) => w.skill === skill)) wanted.push({ skill, why })
+      }
+      for (const s of skills) if (always.includes(s.name)) take(s, "always on")
+      if (activate === "all") for (const s of skills) take(s, "skills.activate is all")
+      if (activate === "on-demand" && c.query.trim() !== "") {
+        for (const s of skills) if (callsSkill(c.query, s.name)) take(s, "called by name")
+        const ranked = c.rank(
+          c.query,
+          skills.map((s) => ({ id: s.name, text: `${s.name.replace(/[-_]+/g, " ")}\n${s.text}` }))
+        )
+        for (const r of ranked.slice(0, RELEVANT_SKILLS)) {
+          const s = skills.find((k) => k.name === r.id)
+          if (s !== undefined) take(s, "relevant to the input")
+        }
+      }
+      return wanted.map(({ skill }) => ({
+        key: "skills__context",
+        position: skills.indexOf(skill),
+        id: `skill:${skill.name}`,
+        ref: skill.file,
+        text: `## Skill: ${skill.name}\n\n${skill.text}`
+      }))
+    })
+}
+
 export const defaultSources: ReadonlyArray<ContextSource> = [
   sessionPromptSource,
   rulesSource,
@@ -179,6 +272,7 @@ export const defaultSources: ReadonlyArray<ContextSource> = [
   extraSource,
   profileSource,
   knowledgeSource,
+  skillsSource,
   compressionSource
 ]
 

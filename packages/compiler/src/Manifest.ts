@@ -56,6 +56,33 @@ export const TreeSource = Schema.Struct({
   node: Schema.String
 })
 
+export const ToolsConfig = Schema.Struct({
+  /**
+   * `on-demand` (default): only tools declared always-on, tools the running turn called, and tools
+   * relevant to the input; `all`: every tool the gateway offers; `none`: none (the client's own
+   * tools always go). Whatever goes is counted against the `tools` share.
+   */
+  load: Schema.optionalWith(Schema.Literal("on-demand", "all", "none"), {
+    default: () => "on-demand" as const
+  }),
+  /** Tool names sent whatever the input; replaces the tools' own defaults when given. */
+  alwaysOn: Schema.optional(Schema.Array(Schema.String))
+})
+
+export const SkillsConfig = Schema.Struct({
+  /** The session folder of skills: one Markdown file a skill, named by its file name. */
+  folder: Schema.optionalWith(Schema.String, { default: () => "skills" }),
+  /**
+   * `on-demand` (default): a skill goes when the input names it (`/name`, `$name`, or the name as
+   * a word) or when it ranks relevant to the input; `all`: every skill; `none`: none.
+   */
+  activate: Schema.optionalWith(Schema.Literal("on-demand", "all", "none"), {
+    default: () => "on-demand" as const
+  }),
+  /** Skills sent whatever the input. */
+  always: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
+})
+
 export const ProcessRole = Schema.Literal("agent", "map-worker", "map-planner", "reducer")
 export type ProcessRole = typeof ProcessRole.Type
 
@@ -93,6 +120,10 @@ export const Manifest = Schema.Struct({
     { default: () => ({}) }
   ),
   budget: Schema.optionalWith(BudgetOverrides, { default: () => ({}) }),
+  tools: Schema.optionalWith(ToolsConfig, { default: () => ({ load: "on-demand" as const }) }),
+  skills: Schema.optionalWith(SkillsConfig, {
+    default: () => ({ folder: "skills", activate: "on-demand" as const, always: [] })
+  }),
   /** What the agent's tools may do: `writeControlFiles` lets `write_file` change context-config.json. */
   agent: Schema.optionalWith(
     Schema.Struct({ writeControlFiles: Schema.optionalWith(Schema.Boolean, { default: () => false }) }),

@@ -14,6 +14,7 @@
 import type { Message, ToolResultPart } from "@ctxo/history/Message"
 import { textOf, toolCallsOf, toolResultsOf } from "@ctxo/history/Message"
 import type { Composition } from "./Composer.ts"
+import type { ToolSpec } from "./ToolSelection.ts"
 
 export type Format = "openai" | "anthropic" | "react"
 
@@ -45,13 +46,24 @@ export interface AnthropicMessage {
   readonly content: ReadonlyArray<AnthropicBlock>
 }
 
+/** A tool as Anthropic's Messages API takes it. */
+export interface AnthropicTool {
+  readonly name: string
+  readonly description?: string
+  readonly input_schema: Readonly<Record<string, unknown>>
+}
+
 export interface AnthropicRequest {
   readonly system: string
   readonly messages: ReadonlyArray<AnthropicMessage>
+  /** The tools source's choice (absent: no tools). */
+  readonly tools?: ReadonlyArray<AnthropicTool>
 }
 
 export interface OpenAIRequest {
   readonly messages: ReadonlyArray<OpenAIMessage>
+  /** The tools source's choice (absent: no tools). */
+  readonly tools?: ReadonlyArray<ToolSpec>
 }
 
 export interface ReActRequest {
@@ -123,7 +135,7 @@ export const renderOpenAI = (composition: Composition): OpenAIRequest => {
     else if (layer._tag === "query") messages.push({ role: "user", content: layer.text })
     else for (const message of layer.messages) messages.push(...openAIMessagesOf(message))
   }
-  return { messages }
+  return composition.tools === undefined ? { messages } : { messages, tools: composition.tools }
 }
 
 export const systemReminder = (text: string): string => `<system-reminder>\n${text}\n</system-reminder>`
@@ -202,8 +214,32 @@ export const renderAnthropic = (composition: Composition): AnthropicRequest => {
       turn.content.sort((a, b) => Number(b.type === "tool_result") - Number(a.type === "tool_result"))
     }
   }
-  return { system: system.join("\n\n"), messages: turns }
+  return {
+    system: system.join("\n\n"),
+    messages: turns,
+    ...(composition.tools === undefined
+      ? {}
+      : {
+          tools: composition.tools.map((t) => ({
+            name: t.function.name,
+            ...(t.function.description === undefined ? {} : { description: t.function.description }),
+            input_schema: t.function.parameters ?? { type: "object", properties: {} }
+          }))
+        })
+  }
 }
+
+/** The tools in a ReAct prompt: one line each, `name[{json arguments}]: description`. */
+const reactTools = (tools: ReadonlyArray<ToolSpec>): string =>
+  [
+    "Tools (call one as `Action: name[{json arguments}]`):",
+    ...tools.map((t) => {
+      const properties = Object.keys(
+        (t.function.parameters?.properties ?? {}) as Readonly<Record<string, unknown>>
+      )
+      return `- ${t.function.name}[{${properties.join(", ")}}]: ${t.function.description ?? ""}`.trimEnd()
+    })
+  ].join("\n")
 
 /** Seed 002 E1: the ReAct text format, one `[role] text` block per message. */
 export const renderReAct = (composition: Composition): ReActRequest => {
@@ -220,11 +256,19 @@ export const renderReAct = (composition: Composition): ReActRequest => {
     }
     blocks.push(`[${message.role}] ${lines.filter((l) => l !== "").join("\n")}`)
   }
+  let toolsShown = composition.tools === undefined
+  const showTools = () => {
+    if (!toolsShown) blocks.push(`[system] ${reactTools(composition.tools!)}`)
+    toolsShown = true
+  }
   for (const layer of composition.layers) {
+    // The tools go after the leading system layers (the static prefix), before anything else.
+    if (layer._tag !== "system") showTools()
     if (layer._tag === "system") blocks.push(`[system] ${layer.text}`)
     else if (layer._tag === "query") blocks.push(`[user] ${layer.text}`)
     else layer.messages.forEach(history)
   }
+  showTools()
   return { prompt: blocks.join("\n\n") }
 }
 

@@ -17,6 +17,12 @@ export interface ContextUnit {
   readonly id: string
   readonly ref?: string
   readonly text: string
+  /**
+   * Where the unit goes among its key's kept units (document order), when the source hands them
+   * to the budget in another order (most relevant first): relevance decides what is kept, not
+   * where it stands, so the request's prefix stays the same while the same units are kept.
+   */
+  readonly position?: number
 }
 
 /**

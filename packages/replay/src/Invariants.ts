@@ -136,6 +136,7 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     EXTRA,
     "compression__context",
     "checkpoint_messages",
+    "recall__context",
     "query"
   ],
   "code-agent": [
@@ -147,6 +148,7 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     EXTRA,
     "compression__context",
     "checkpoint_messages",
+    "recall__context",
     "query",
     "todo__context"
   ],
@@ -160,6 +162,7 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     EXTRA,
     "compression__context",
     "checkpoint_messages",
+    "recall__context",
     "query"
   ]
 }

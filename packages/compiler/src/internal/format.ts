@@ -29,10 +29,21 @@ export const makeFormatter = (options: {
 }): Formatter => {
   const { manifest, systemPrompt, input, format } = options
   const composeFresh = (included: ReadonlyArray<CompileUnit>) => {
+    // A key's units in document order where the source gave one (relevance chose them).
+    const byKey = new Map<string, Array<Extract<CompileUnit, { readonly kind: "context" }>>>()
+    for (const u of included) {
+      if (u.kind !== "context") continue
+      const list = byKey.get(u.key)
+      if (list === undefined) byKey.set(u.key, [u])
+      else list.push(u)
+    }
     const contexts: Record<string, string> = {}
-    for (const u of included)
-      if (u.kind === "context")
-        contexts[u.key] = contexts[u.key] === undefined ? u.text : `${contexts[u.key]}\n\n${u.text}`
+    for (const [key, units] of byKey) {
+      const ordered = units.every((u) => u.position !== undefined)
+        ? [...units].sort((a, b) => a.position! - b.position!)
+        : units
+      contexts[key] = ordered.map((u) => u.text).join("\n\n")
+    }
     const keptTurns = included
       .filter((u): u is CompileUnit & { readonly turn: Turn } => u.kind === "turn")
       .map((u) => u.turn)
@@ -41,8 +52,10 @@ export const makeFormatter = (options: {
     const running = included.find(
       (u): u is CompileUnit & { readonly turn: Turn } => u.kind === "turn" && u.running === true
     )
+    const tools = included.flatMap((u) => (u.kind === "tool" ? [u.spec] : []))
     return compose({
       policy: manifest.policy,
+      ...(tools.length === 0 ? {} : { tools }),
       systemPrompt,
       contexts,
       checkpointMessages: keptTurns.flatMap((t) => t.messages),

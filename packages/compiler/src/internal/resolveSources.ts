@@ -15,6 +15,7 @@ import type { CompileOptions } from "../Compile.ts"
 import * as CompileCache from "../CompileCache.ts"
 import type { InvalidContextKey, InvalidManifest } from "../CompilerErrors.ts"
 import { UnresolvedReference } from "../CompilerErrors.ts"
+import type { CollectRequest } from "../ContextSource.ts"
 import { collectAll, defaultSources } from "../ContextSource.ts"
 import type { Manifest } from "../Manifest.ts"
 import { parseManifest } from "../Manifest.ts"
@@ -34,8 +35,13 @@ export interface ResolvedSources {
   readonly notOffered: ReadonlyArray<number>
   /** Turns archived by compaction (their messages are on file, out of the view). */
   readonly archivedTurns: ReadonlyArray<number>
-  /** The collectors' units, in collector order. */
-  readonly units: ReadonlyArray<ContextUnit>
+  /**
+   * Runs the collectors (seed 003 `collect(query, budget, counter)`) once the input, the model and
+   * its budget are known: their units, in collector order.
+   */
+  readonly collect: (
+    request: CollectRequest
+  ) => Effect.Effect<ReadonlyArray<ContextUnit>, UnresolvedReference | InvalidContextKey>
 }
 
 const orElseFail = <A, E>(either: Either.Either<A, E>) =>
@@ -122,26 +128,29 @@ export const resolveSources = (
     }
     const notOffered = view.turns.slice(0, view.turns.length - turns.length).map((t) => t.turn)
 
-    const units = yield* collectAll(options.sources ?? defaultSources, {
-      sessionId: sid,
-      manifest,
-      sessionFiles: yield* ws.list("session", sid),
-      summaries: view.summaries,
-      read: readRequired,
-      readMany: readManyRequired,
-      readSidecar: (scope, file) =>
-        readSidecar(
-          cache,
-          (path) => ws.read(scope, sid, path),
-          file,
-          (path) => keyOf(scope, path)
-        ),
-      knowledgeUnits: (path, content, block, sidecar) =>
-        cache.knowledge(keyOf("session", path), path, content, block, sidecar),
-      profileBlocks: (file, content, ids, sidecar) =>
-        cache.profile(keyOf("global", file), file, content, ids, sidecar),
-      warn
-    })
+    const sessionFiles = yield* ws.list("session", sid)
+    const collect = (request: CollectRequest) =>
+      collectAll(options.sources ?? defaultSources, {
+        ...request,
+        sessionId: sid,
+        manifest,
+        sessionFiles,
+        summaries: view.summaries,
+        read: readRequired,
+        readMany: readManyRequired,
+        readSidecar: (scope, file) =>
+          readSidecar(
+            cache,
+            (path) => ws.read(scope, sid, path),
+            file,
+            (path) => keyOf(scope, path)
+          ),
+        knowledgeUnits: (path, content, block, sidecar) =>
+          cache.knowledge(keyOf("session", path), path, content, block, sidecar),
+        profileBlocks: (file, content, ids, sidecar) =>
+          cache.profile(keyOf("global", file), file, content, ids, sidecar),
+        warn
+      })
     return {
       manifest,
       systemPrompt: globalPrompts.join("\n\n"),
@@ -149,6 +158,6 @@ export const resolveSources = (
       turns,
       notOffered,
       archivedTurns: cache.archivedTurns(doc),
-      units
+      collect
     }
   })

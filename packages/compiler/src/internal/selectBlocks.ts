@@ -35,11 +35,13 @@ import type { ModelInfo } from "@ctxo/budget/ModelRegistry"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import { leftOutTurnsNote, olderSummariesNote, reduceTurn } from "@ctxo/history/HistoryView"
 import type { Summary } from "@ctxo/history/Message"
+import { textOf } from "@ctxo/history/Message"
 import type { Turn } from "@ctxo/history/Turns"
 import { Either } from "effect"
 import type { CompileState } from "../Compile.ts"
 import type { Manifest } from "../Manifest.ts"
 import type { ContextUnit } from "../Sources.ts"
+import type { Ranker } from "../ToolSelection.ts"
 import type { Formatter } from "./format.ts"
 import type { CompileUnit, Counting } from "./units.ts"
 
@@ -71,6 +73,18 @@ export interface HistoryInput {
 }
 
 const NOTE_ID = "history-note"
+/** At most this many earlier turns are recalled into one request. */
+const MAX_RECALLED = 24
+
+/** What recall reads and shows of a turn: its input and the assistant's words (no tool traffic). */
+const recallTextOf = (t: Turn): string =>
+  t.messages
+    .flatMap((m) => {
+      if (m.role !== "user" && m.role !== "assistant") return []
+      const text = textOf(m).trim()
+      return text === "" ? [] : [`${m.role === "user" ? "User" : "Assistant"}: ${text}`]
+    })
+    .join("\n")
 /** Fraction of the history grant a cut over summarized turns keeps (hysteresis). */
 const CUT_RATIO = 0.8
 
@@ -90,8 +104,12 @@ export const selectBlocks = (options: {
   readonly running?: Turn
   /** The collectors' units (summaries among them as `compression__context`). */
   readonly units: ReadonlyArray<ContextUnit>
+  /** The tools wanted, most wanted first (the client's required), as units of the tools source. */
+  readonly tools?: ReadonlyArray<CompileUnit>
   readonly history: HistoryInput
   readonly previous?: CompileState
+  /** The input relevance is judged on, and how (recalled turns). */
+  readonly recall?: { readonly query: string; readonly rank: Ranker }
 }): Either.Either<Selection, BudgetExceeded> => {
   const { model, counter, counting, formatter, manifest, history } = options
   const budgetOptions = {
@@ -122,6 +140,8 @@ export const selectBlocks = (options: {
       : [counting.turn(options.running, "user_input", { running: true, required: true })])
   ]
   const rulesUnits = contexts.filter((u) => u.source === "rules").map(required)
+  const clientTools = (options.tools ?? []).filter((u) => u.required === true)
+  const offeredTools = (options.tools ?? []).filter((u) => u.required !== true)
   const summaryUnits = history.summariesShown ? contexts.filter((u) => u.source === "summaries") : []
   const otherContexts = contexts.filter(
     (u) => u.source !== "system_prompt" && u.source !== "rules" && u.source !== "summaries"
@@ -129,7 +149,7 @@ export const selectBlocks = (options: {
   const offered = history.shown ? history.turns : []
   const pinnedTurns = offered.filter(isPinned)
   const walkTurns = offered.filter((t) => !isPinned(t))
-  const baseTokens = sum(systemUnits) + sum(inputUnits) + sum(rulesUnits)
+  const baseTokens = sum(systemUnits) + sum(inputUnits) + sum(rulesUnits) + sum(clientTools)
   const reduced = (t: Turn) => reduceTurn(t, { historyFile: history.file })
   // Pinned turns whole, or reduced when whole they would leave less of history covered.
   const pinnedWhole = pinnedTurns.map((t) => counting.turn(t, "pinned_history", { required: true }))
@@ -143,15 +163,20 @@ export const selectBlocks = (options: {
   let requiredTokens = baseTokens + sum(pinnedUnits)
 
   const otherBySource = new Map<string, Array<CompileUnit>>()
-  for (const u of otherContexts) otherBySource.set(u.source, [...(otherBySource.get(u.source) ?? []), u])
+  for (const u of [...offeredTools, ...otherContexts])
+    otherBySource.set(u.source, [...(otherBySource.get(u.source) ?? []), u])
   const sourcesWith = (plan: HistoryPlan | undefined): Array<SourceInput<CompileUnit>> => [
     { id: "system_prompt", required: true, units: systemUnits },
     { id: "user_input", required: true, units: inputUnits },
     ...(rulesUnits.length === 0 ? [] : [{ id: "rules", required: true, units: rulesUnits }]),
+    ...(clientTools.length === 0 ? [] : [{ id: "client_tools", required: true, units: clientTools }]),
     ...(pinnedUnits.length === 0 ? [] : [{ id: "pinned_history", required: true, units: pinnedUnits }]),
     ...(plan === undefined || plan.summaries.length === 0
       ? []
       : [{ id: "summaries", required: true, units: plan.summaries }]),
+    ...(plan === undefined || plan.recall.length === 0
+      ? []
+      : [{ id: "recalled_history", required: true, units: plan.recall }]),
     ...[...otherBySource].map(([id, list]) => ({ id, units: list })),
     ...(plan === undefined || plan.turns.length === 0
       ? []
@@ -222,8 +247,89 @@ export const selectBlocks = (options: {
         )
   const previousStart = options.previous?.historyStartTurn
 
-  /** The history within `free` tokens: summaries, turns (whole or reduced), the note. */
+  // Recall (seed 003 memory shares): earlier turns recency cannot show, ranked by relevance to
+  // the input, brought back whole into the shares of important history and semantic memory.
+  const recallHits: ReadonlyArray<Turn> = (() => {
+    const query = options.recall?.query ?? ""
+    if (options.recall === undefined || query.trim() === "" || !history.shown || !history.summariesShown)
+      return []
+    // Live turns only: archived ones are covered by their summary, and bringing them back would
+    // undo the room compaction made (memory levels carry what matters of them).
+    const candidates = walkTurns.filter((t) => t.finished)
+    const docs = candidates.flatMap((t) => {
+      const text = recallTextOf(t)
+      return text === "" ? [] : [{ id: String(t.turn), text }]
+    })
+    const byNumber = new Map(candidates.map((t) => [String(t.turn), t]))
+    return options.recall
+      .rank(query, docs)
+      .slice(0, MAX_RECALLED * 2)
+      .flatMap((hit) => {
+        const t = byNumber.get(hit.id)
+        return t === undefined ? [] : [t]
+      })
+  })()
+  const recallCap = Math.floor((share("important_history") + share("semantic")) * available)
+  const recallUnits = new Map<Turn, CompileUnit>()
+  const recallUnitOf = (t: Turn) => {
+    let u = recallUnits.get(t)
+    if (u === undefined) {
+      const unit = counting.note(
+        "recall__context",
+        `recalled-turn-${t.turn}`,
+        `Earlier turn ${t.turn}, recalled as relevant to this input (it is not in the conversation as shown):\n${recallTextOf(t)}`,
+        "recalled_history"
+      )
+      u = { ...required(unit), ...(unit.kind === "context" ? { position: t.turn } : {}) }
+      recallUnits.set(t, u)
+    }
+    return u
+  }
+  /** The most relevant turns the plan does not show, best first, within `room`. */
+  const recallWithin = (plan: HistoryPlan, room: number): ReadonlyArray<CompileUnit> => {
+    const shown = new Set(plan.turns.flatMap((u) => (u.kind === "turn" ? [u.turn.turn] : [])))
+    const out: Array<CompileUnit> = []
+    let used = 0
+    for (const t of recallHits) {
+      if (out.length >= MAX_RECALLED) break
+      if (shown.has(t.turn)) continue
+      const u = recallUnitOf(t)
+      if (used + u.tokens > room) continue
+      out.push(u)
+      used += u.tokens
+    }
+    return out
+  }
+
+  /**
+   * The history within `free` tokens: summaries, turns (whole or reduced), the note, and the
+   * turns recalled by relevance when recency leaves relevant ones out (their room taken from the
+   * turns, what recall does not use given back).
+   */
+  let recallOn = false
   const planWithin = (free: number): HistoryPlan => {
+    const plain = planTurns(free)
+    if (!recallOn || recallHits.length === 0) return plain
+    const wanted = recallWithin(plain, Math.min(recallCap, free))
+    if (wanted.length === 0) return plain
+    let room = Math.min(recallCap, free, sum(recallWithin({ ...plain, turns: [] }, recallCap)))
+    let plan = planTurns(free - room)
+    let recall = recallWithin(plan, room)
+    // What recall does not use goes back to the turns, until neither changes: more turns shown
+    // means fewer turns to recall, never more.
+    for (let used = sum(recall), round = 0; used < room && round < 4; round++) {
+      plan = planTurns(free - used)
+      recall = recallWithin(plan, used)
+      const now = sum(recall)
+      if (now === used) break
+      room = used
+      used = now
+    }
+    return { ...plan, recall }
+  }
+
+  /** The history within `free` tokens: summaries, turns (whole or reduced), the note. */
+  const planTurns = (free: number): HistoryPlan => {
     let noteReserve = 0
     let plan: HistoryPlan | undefined
     for (let round = 0; round < 4; round++) {
@@ -323,6 +429,7 @@ export const selectBlocks = (options: {
         summaries: [...(note === undefined ? [] : [note]), ...shownSummaries.map(required)],
         turns: chosen.map(required),
         shownSummaries,
+        recall: [],
         leftOut: [...new Set(leftOut)].sort((a, b) => a - b),
         grant,
         left
@@ -349,24 +456,30 @@ export const selectBlocks = (options: {
     // The exact count of the assembled request can exceed the sum of its units: plan with less.
     for (let retry = 0; Either.isLeft(fitted) && retry < 4; retry++) {
       const over = Math.max(8, fitted.left.required - fitted.left.available)
-      if (plan.turns.length === 0 && plan.summaries.length === 0) break
+      if (plan.turns.length === 0 && plan.summaries.length === 0 && plan.recall.length === 0) break
       free = Math.max(0, free - over)
       plan = planWithin(free)
       fitted = fitWith(sourcesWith(plan))
     }
     return { fitted, plan, pinned }
   }
+  // Pinned turns whole or reduced is decided on the history alone (recall takes its room after).
+  const recalling = recallHits.length > 0
+  const pinnedChoice = pinnedReduced.some((u) => u.kind === "turn" && u.reduced === true)
+  recallOn = recalling && !pinnedChoice
   let best = attempt(pinnedWhole)
-  if (
-    pinnedReduced.some((u) => u.kind === "turn" && u.reduced === true) &&
-    (Either.isLeft(best.fitted) || (best.plan?.leftOut.length ?? 0) > 0)
-  ) {
+  if (pinnedChoice && (Either.isLeft(best.fitted) || (best.plan?.leftOut.length ?? 0) > 0)) {
     const other = attempt(pinnedReduced)
     if (
       Either.isRight(other.fitted) &&
       (Either.isLeft(best.fitted) || other.plan!.leftOut.length < best.plan!.leftOut.length)
     )
       best = other
+  }
+  if (recalling && pinnedChoice && Either.isRight(best.fitted)) {
+    recallOn = true
+    const withRecall = attempt(best.pinned)
+    if (Either.isRight(withRecall.fitted)) best = withRecall
   }
   pinnedUnits = best.pinned
   requiredTokens = baseTokens + sum(best.pinned)
@@ -439,6 +552,8 @@ interface HistoryPlan {
   /** The turns shown, newest first. */
   readonly turns: ReadonlyArray<CompileUnit>
   readonly shownSummaries: ReadonlyArray<CompileUnit>
+  /** Earlier turns recalled by relevance (not shown in the conversation), best first. */
+  readonly recall: ReadonlyArray<CompileUnit>
   readonly leftOut: ReadonlyArray<number>
   /** The history's grant (whole turns) and what was left for history after the summaries. */
   readonly grant: number

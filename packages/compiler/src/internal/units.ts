@@ -9,15 +9,18 @@ import type { Counter } from "@ctxo/budget/Tokenizer"
 import type { Message } from "@ctxo/history/Message"
 import type { Turn } from "@ctxo/history/Turns"
 import type * as CompileCache from "../CompileCache.ts"
-import type { OpenAIMessage, RenderedRequest } from "../Render.ts"
+import type { AnthropicTool, OpenAIMessage, RenderedRequest } from "../Render.ts"
 import { openAIMessagesOf } from "../Render.ts"
 import type { ContextUnit } from "../Sources.ts"
+import type { ToolSpec } from "../ToolSelection.ts"
+import { toolDefinitionOf } from "../ToolSelection.ts"
 
 export type CompileUnit = Unit &
   (
     | { readonly kind: "system_prompt" }
     | { readonly kind: "query" }
-    | { readonly kind: "context"; readonly key: string }
+    | { readonly kind: "context"; readonly key: string; readonly position?: number }
+    | { readonly kind: "tool"; readonly spec: ToolSpec }
     | {
         readonly kind: "turn"
         readonly turn: Turn
@@ -95,6 +98,8 @@ export interface Counting {
   readonly context: (unit: ContextUnit) => CompileUnit
   /** A text of the compiler's own (a note) as a context unit of `key`, drawing from `source`. */
   readonly note: (key: string, id: string, text: string, source: string) => CompileUnit
+  /** A tool definition as a unit of the `tools` source (required: the client's). */
+  readonly tool: (spec: ToolSpec, required: boolean) => CompileUnit
   /** A turn as a unit (its rendered messages with their tool calls). */
   readonly turn: (
     turn: Turn,
@@ -131,13 +136,55 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
     }
     return tokens
   }
+  // The tool definitions a request carries, counted by the provider's formula (a list's framing
+  // is counted once per request: a unit carries it too, so the fit errs on the safe side).
+  const toolsCache = new WeakMap<ReadonlyArray<ToolSpec>, number>()
+  const toolsTokens = (tools: ReadonlyArray<ToolSpec> | undefined) => {
+    if (tools === undefined || tools.length === 0) return 0
+    let tokens = toolsCache.get(tools)
+    if (tokens === undefined) {
+      tokens = counter.countMessages([], { tools: tools.map(toolDefinitionOf) }) - requestBase
+      toolsCache.set(tools, tokens)
+    }
+    return tokens
+  }
+  const anthropicCache = new WeakMap<ReadonlyArray<AnthropicTool>, number>()
+  const anthropicToolsTokens = (tools: ReadonlyArray<AnthropicTool> | undefined) => {
+    if (tools === undefined || tools.length === 0) return 0
+    let tokens = anthropicCache.get(tools)
+    if (tokens === undefined) {
+      const definitions = tools.map((t) => ({
+        name: t.name,
+        ...(t.description === undefined ? {} : { description: t.description }),
+        parameters: t.input_schema
+      }))
+      tokens = counter.countMessages([], { tools: definitions }) - requestBase
+      anthropicCache.set(tools, tokens)
+    }
+    return tokens
+  }
+  const toolUnits = new WeakMap<ToolSpec, number>()
+  const toolUnitTokens = (spec: ToolSpec) => {
+    let tokens = toolUnits.get(spec)
+    if (tokens === undefined) {
+      tokens = toolsTokens([spec])
+      toolUnits.set(spec, tokens)
+    }
+    return tokens
+  }
   const countRequest = (rendered: RenderedRequest, upTo?: number) => {
-    if (rendered.format !== "openai") {
+    if (rendered.format === "react") {
       const all = chatMessagesOf(rendered)
       return counter.countMessages(upTo === undefined ? all : all.slice(0, upTo))
     }
+    // The tools go with the request as a whole (a prefix of its messages carries none).
+    if (rendered.format === "anthropic") {
+      const tools = upTo === undefined ? anthropicToolsTokens(rendered.request.tools) : 0
+      const all = chatMessagesOf(rendered)
+      return counter.countMessages(upTo === undefined ? all : all.slice(0, upTo)) + tools
+    }
     const list = rendered.request.messages
-    let total = requestBase
+    let total = requestBase + (upTo === undefined ? toolsTokens(rendered.request.tools) : 0)
     for (let i = 0; i < (upTo ?? list.length); i++) total += messageTokens(list[i]!)
     return total
   }
@@ -177,7 +224,8 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
       text: u.text,
       hash: cache.unitHash(u),
       tokens: contextCache.get(u) ?? framedOnce(u),
-      ...(u.ref ? { ref: u.ref } : {})
+      ...(u.ref ? { ref: u.ref } : {}),
+      ...(u.position === undefined ? {} : { position: u.position })
     }),
     note: (key, id, text, source) => ({
       kind: "context",
@@ -187,6 +235,18 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
       text,
       tokens: framed({ role: "system", content: text })
     }),
+    tool: (spec, required) => {
+      const text = JSON.stringify(spec)
+      return {
+        kind: "tool",
+        spec,
+        id: `tool:${spec.function.name}`,
+        source: "tools",
+        text,
+        tokens: toolUnitTokens(spec),
+        ...(required ? { required: true } : {})
+      }
+    },
     turn: (t, source, flags = {}) => {
       const { text, hash } = cache.turnText(t.messages)
       return {
