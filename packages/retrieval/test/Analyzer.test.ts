@@ -3,6 +3,16 @@ import fc from "fast-check"
 import { analyze, foldSuffix, STOP_WORDS } from "../src/Analyzer.ts"
 
 describe("analyze", () => {
+  it("analyzes a long text piece by piece with every word kept, in order", () => {
+    // Longer than one piece many times over: the pieces are cut after whitespace, so no word is split.
+    const words = Array.from({ length: 20_000 }, (_, i) => `token${i}x`)
+    expect(analyze(words.join(" "))).toEqual(words)
+    // A piece boundary inside a run with no whitespace is cut, never inside a surrogate pair.
+    const emoji = "😀".repeat(3_000)
+    expect(() => analyze(`word ${emoji} word`)).not.toThrow()
+    expect(analyze(`alpha ${emoji} beta`)).toEqual(["alpha", "beta"])
+  })
+
   it("segments Chinese into words and adds pairs where the dictionary split a word", () => {
     const terms = analyze("如何回滚生产环境的部署")
     // ICU splits the rare word 回滚 into 回 / 滚; the pair of the two one-character words restores it.
