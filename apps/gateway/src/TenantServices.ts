@@ -65,6 +65,10 @@ export const layer: Layer.Layer<
       readToolResult: (id, callId) => Effect.flatMap(store, (s) => s.readToolResult(id, callId)),
       readTasks: (id) => Effect.flatMap(store, (s) => s.readTasks(id)),
       writeTasks: (id, tasks) => Effect.flatMap(store, (s) => s.writeTasks(id, tasks)),
+      readMemory: (id) => Effect.flatMap(store, (s) => s.readMemory(id)),
+      updateMemory: (id, update) => Effect.flatMap(store, (s) => s.updateMemory(id, update)),
+      readGlobalMemory: Effect.flatMap(store, (s) => s.readGlobalMemory),
+      updateGlobalMemory: (update) => Effect.flatMap(store, (s) => s.updateGlobalMemory(update)),
       listDistributions: Effect.flatMap(store, (s) => s.listDistributions),
       putDistribution: (distribution) => Effect.flatMap(store, (s) => s.putDistribution(distribution)),
       cleanTemporaryFiles: Effect.flatMap(store, (s) => s.cleanTemporaryFiles)

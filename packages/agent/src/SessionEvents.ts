@@ -52,7 +52,19 @@ export const TasksDistributed = Schema.TaggedStruct("TasksDistributed", {
 })
 export type TasksDistributed = typeof TasksDistributed.Type
 
-export const SessionEvent = Schema.Union(SessionStateChanged, TaskAdded, TaskUpdated, TasksDistributed)
+/** Persist the data root's agent-level memory (L3) to the global level (L4): the memory timer's tick. */
+export const MemoryPersistRequested = Schema.TaggedStruct("MemoryPersistRequested", {
+  scope: Schema.String
+})
+export type MemoryPersistRequested = typeof MemoryPersistRequested.Type
+
+export const SessionEvent = Schema.Union(
+  SessionStateChanged,
+  TaskAdded,
+  TaskUpdated,
+  TasksDistributed,
+  MemoryPersistRequested
+)
 export type SessionEvent = typeof SessionEvent.Type
 
 export interface Service {

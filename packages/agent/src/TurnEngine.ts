@@ -24,6 +24,7 @@ import { Tokenizer } from "@ctxo/budget/Tokenizer"
 import type { CompileError, CompileOptions, CompileResult, CompileState } from "@ctxo/compiler/Compile"
 import { compile } from "@ctxo/compiler/Compile"
 import * as CompileCache from "@ctxo/compiler/CompileCache"
+import { historyTokens } from "@ctxo/compiler/HistoryTokens"
 import type { Manifest } from "@ctxo/compiler/Manifest"
 import { parseManifest } from "@ctxo/compiler/Manifest"
 import type { Format } from "@ctxo/compiler/Render"
@@ -33,7 +34,8 @@ import type {
   CompactionEvent,
   CompactionResult,
   CompactionSettings,
-  CompactOptions
+  CompactOptions,
+  ShownHistory
 } from "@ctxo/history/Compaction"
 import { compact } from "@ctxo/history/Compaction"
 import type { HistoryError, IdempotencyConflict } from "@ctxo/history/HistoryErrors"
@@ -50,6 +52,7 @@ import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import { Context, Effect, Either, Layer, Metric, Option, Schema } from "effect"
 import { SessionNotActive } from "./Lifecycle.ts"
+import { Memory } from "./Memory.ts"
 
 // --- counters (Effect metrics, process-wide: the gateway's /metrics renders them)
 
@@ -334,6 +337,29 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       CompileCache.make
     )
 
+    // Memory levels, when the context has them: each compile may draw on the session's L2 and the
+    // root's L3 and L4, and a finished turn that matters is promoted to L2. A memory that cannot be
+    // read is said in the log; the turn goes on without it.
+    const memory = yield* Effect.serviceOption(Memory)
+    const memoryOf = (sessionId: string) =>
+      Option.isNone(memory)
+        ? Effect.succeed({})
+        : memory.value.sources(sessionId).pipe(
+            Effect.map((items) => (items.length === 0 ? {} : { memory: items })),
+            Effect.catchAll((e) =>
+              Effect.as(Effect.logWarning(`memory of session ${sessionId} left out: ${e.message}`), {})
+            )
+          )
+    const promote = (sessionId: string) =>
+      Option.isNone(memory)
+        ? Effect.void
+        : memory.value.sync(sessionId).pipe(
+            Effect.asVoid,
+            Effect.catchAll((e) =>
+              Effect.logWarning(`memory of session ${sessionId} not promoted: ${e.message}`)
+            )
+          )
+
     const states = new Map<string, SessionState>()
     // Keyed by the store's scope (a tenant's data root) and the session: tenants never share state.
     const keyOf = (sessionId: string) => Effect.map(store.scope, (scope) => `${scope}\u0000${sessionId}`)
@@ -400,6 +426,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             history: doc,
             query: "",
             ...toolsOf(options),
+            ...(yield* memoryOf(sessionId)),
             ...(state.compileState === undefined ? {} : { previous: state.compileState })
           }
           const compiled = yield* provide(compiler.compile(compileOptions))
@@ -410,6 +437,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
           if (answer.toolCalls.length === 0) {
             yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
+            yield* promote(sessionId)
             yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
             return {
               _tag: "Answered",
@@ -509,6 +537,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               })
             )
             const counter = yield* tokenizer.counter(model)
+            // History as the turn's requests carry it: in their format, framing included.
+            const countHistory = historyTokens(counter, options.format ?? "openai")
             const compaction = yield* provide(
               compactor.compact({
                 sessionId: sid,
@@ -517,12 +547,12 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 model: { id: model.id, contextWindow: options.compaction?.window ?? model.contextWindow },
                 ...(options.compaction === undefined ? {} : { settings: options.compaction }),
                 count: counter.count,
+                countHistory,
                 // What the turn's requests carry besides the history compaction plans (pinned turns
-                // are history, the plan counts them): what is kept, with the summary's room, stays
-                // under the trigger.
-                fixedTokens: required.layers
-                  .filter((l) => l.id !== "checkpoint_messages" && l.id !== "compression__context")
-                  .reduce((n, l) => n + l.tokens, 0),
+                // are history, the plan counts them): the required request without its history (the
+                // system prompt, rules, contexts, the input with its reminder, tools, framing). What
+                // is kept, with the summary's room, stays under the trigger.
+                fixedTokens: fixedTokensOf(required, countHistory),
                 onEvent: (event) => compactionEvent(event, emit)
               })
             )
@@ -592,6 +622,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               ...(request.references === undefined ? {} : { references: request.references }),
               ...(request.tools === undefined ? {} : { tools: request.tools }),
               ...(request.clientTools === undefined ? {} : { clientTools: request.clientTools }),
+              ...(yield* memoryOf(request.sessionId)),
               ...(previous === undefined ? {} : { previous })
             })
           )
@@ -614,6 +645,24 @@ export const make = makeWith()
 export const layer: Layer.Layer<TurnEngine, never, Needs> = Layer.effect(TurnEngine, make)
 
 /** The part of a history every compile must show: its pinned turns (no summary, nothing else). */
+/** Tokens of a compiled request besides its history (summaries and turns). */
+const fixedTokensOf = (compiled: CompileResult, countHistory: (history: ShownHistory) => number): number => {
+  const layers = compiled.composition.layers
+  if (compiled.report.total === undefined)
+    return compiled.layers
+      .filter((l) => l.id !== "checkpoint_messages" && l.id !== "compression__context")
+      .reduce((n, l) => n + l.tokens, 0)
+  return (
+    compiled.report.total -
+    countHistory({
+      summaries: layers.flatMap((l) =>
+        l._tag === "system" && l.id === "compression__context" ? [l.text] : []
+      ),
+      messages: layers.flatMap((l) => (l._tag === "history" ? l.messages : []))
+    })
+  )
+}
+
 const requiredHistoryOf = (doc: HistoryDocument): HistoryDocument => ({
   ...emptyHistory,
   messages: turnsOf(doc.messages)

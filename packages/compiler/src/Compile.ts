@@ -43,7 +43,7 @@ import type {
   UnresolvedReference
 } from "./CompilerErrors.ts"
 import { type Composition, processRules } from "./Composer.ts"
-import type { ContextSource } from "./ContextSource.ts"
+import type { ContextSource, MemoryItem } from "./ContextSource.ts"
 import { emit } from "./internal/emit.ts"
 import { makeFormatter } from "./internal/format.ts"
 import { mergeReferences } from "./internal/mergeReferences.ts"
@@ -97,6 +97,8 @@ export interface CompileOptions {
    * default), counted against the `tools` share.
    */
   readonly tools?: ReadonlyArray<OfferedTool>
+  /** Memories of the session (L2) and beyond (L3, L4) the memory source may draw on. */
+  readonly memory?: ReadonlyArray<MemoryItem>
   /** The client's own tools (`/v1/chat/completions`): all sent, required, counted. */
   readonly clientTools?: ReadonlyArray<ToolSpec>
   /** How relevance is judged (tools, skills, knowledge; default: the compile cache's ranker). */

@@ -44,6 +44,8 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       EXTRA_CONTEXTS,
       "compression__context",
       "checkpoint_messages",
+      "important_memory__context",
+      "memory__context",
       "recall__context",
       "query"
     ]
@@ -60,6 +62,8 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       EXTRA_CONTEXTS,
       "compression__context",
       "checkpoint_messages",
+      "important_memory__context",
+      "memory__context",
       "recall__context",
       "query",
       "todo__context"
@@ -78,6 +82,8 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       EXTRA_CONTEXTS,
       "compression__context",
       "checkpoint_messages",
+      "important_memory__context",
+      "memory__context",
       "recall__context",
       "query"
     ]

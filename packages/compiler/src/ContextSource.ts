@@ -24,8 +24,22 @@ export interface CollectRequest {
   readonly rank: Ranker
 }
 
+/** A memory a compile may draw on (`@ctxo/agent/Memory`): L2 of the session, L3 and L4. */
+export interface MemoryItem {
+  readonly id: string
+  readonly level: "L2" | "L3" | "L4"
+  readonly text: string
+  readonly importance: number
+  /** Which sessions (and turns) it comes from. */
+  readonly sources: ReadonlyArray<{ readonly session: string; readonly turn?: number }>
+}
+
 export interface CollectContext extends CollectRequest {
   readonly sessionId: string
+  /** Memories the caller holds for this session (none: no memory source). */
+  readonly memory: ReadonlyArray<MemoryItem>
+  /** Turns of this session still in the history's view (a memory of one of them is not needed). */
+  readonly liveTurns: ReadonlySet<number>
   readonly manifest: Manifest
   /** The session's files, relative, sorted. */
   readonly sessionFiles: ReadonlyArray<string>
@@ -186,6 +200,49 @@ export const compressionSource: ContextSource = {
     Effect.succeed(c.summaries.map((s) => ({ key: "compression__context", id: s.id, text: s.text })))
 }
 
+/** How many memories relevance may bring into one request. */
+export const MAX_MEMORIES = 12
+
+/**
+ * Memory levels as a source (seed 003 "Memory (L1-L4)"): the memories most relevant to the input,
+ * best first; L2 (this session's important turns) in `important_memory__context`, drawing on the
+ * important-history share, L3 and L4 in `memory__context`, drawing on the semantic share. A memory
+ * whose every turn is still in this session's history view is left to history (and recall); each
+ * unit says where it comes from (level, session, turn).
+ */
+export const memorySource: ContextSource = {
+  id: "memory",
+  collect: (c) => {
+    if (c.memory.length === 0 || c.query.trim() === "") return Effect.succeed([])
+    const needed = c.memory.filter(
+      (m) =>
+        !m.sources.every((s) => s.session === c.sessionId && s.turn !== undefined && c.liveTurns.has(s.turn))
+    )
+    const byId = new Map(needed.map((m) => [m.id, m]))
+    const ranked = c.rank(
+      c.query,
+      needed.map((m) => ({ id: m.id, text: m.text }))
+    )
+    return Effect.succeed(
+      ranked.slice(0, MAX_MEMORIES).flatMap((hit) => {
+        const m = byId.get(hit.id)
+        if (m === undefined) return []
+        const where = m.sources
+          .map((s) => `session ${s.session}${s.turn === undefined ? "" : ` turn ${s.turn}`}`)
+          .join(", ")
+        return [
+          {
+            key: m.level === "L2" ? "important_memory__context" : "memory__context",
+            id: m.id,
+            ref: `${m.level}: ${where}`,
+            text: `[${m.level} memory, from ${where}]\n${m.text}`
+          }
+        ]
+      })
+    )
+  }
+}
+
 /** Extra contexts named in the manifest's `sources`: inline text or a session file. */
 export const extraSource: ContextSource = {
   id: "extra",
@@ -273,6 +330,7 @@ export const defaultSources: ReadonlyArray<ContextSource> = [
   profileSource,
   knowledgeSource,
   skillsSource,
+  memorySource,
   compressionSource
 ]
 

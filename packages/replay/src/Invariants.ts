@@ -136,6 +136,8 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     EXTRA,
     "compression__context",
     "checkpoint_messages",
+    "important_memory__context",
+    "memory__context",
     "recall__context",
     "query"
   ],
@@ -148,6 +150,8 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     EXTRA,
     "compression__context",
     "checkpoint_messages",
+    "important_memory__context",
+    "memory__context",
     "recall__context",
     "query",
     "todo__context"
@@ -162,6 +166,8 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     EXTRA,
     "compression__context",
     "checkpoint_messages",
+    "important_memory__context",
+    "memory__context",
     "recall__context",
     "query"
   ]

@@ -11,10 +11,18 @@ import {
   cleanPath,
   HISTORY_FILE,
   isHistoryFile,
+  MEMORY_FILE,
   TASKS_FILE,
   toolResultPath
 } from "./Paths.ts"
-import { type Distribution, decodeTasks, jsonText, type SessionRecord } from "./Records.ts"
+import {
+  type Distribution,
+  decodeMemory,
+  decodeTasks,
+  jsonText,
+  type MemoryEntry,
+  type SessionRecord
+} from "./Records.ts"
 import type { FileInfo, Service } from "./Store.ts"
 import { newRecord, patchRecord, Store, sessionLocks, withDistribution } from "./Store.ts"
 import { FileNotFound, PathRefused, SessionExists, SessionNotFound } from "./StoreErrors.ts"
@@ -46,6 +54,7 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
       )
     })
   let distributions: ReadonlyArray<Distribution> = []
+  let globalMemory: ReadonlyArray<MemoryEntry> = []
   const key = `${root}#${instances++}`
   const withSessionLock = sessionLocks(key)
   const sessionOf = (id: string) =>
@@ -179,6 +188,32 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
           : fromEither(decodeTasks(text, `${sessionId}/${TASKS_FILE}`))
       }),
     writeTasks: (sessionId, tasks) => withSessionLock(sessionId, put(sessionId, TASKS_FILE, jsonText(tasks))),
+    readMemory: (sessionId) =>
+      Effect.flatMap(sessionOf(sessionId), (s) => {
+        const text = s.files.get(MEMORY_FILE)?.text
+        return text === undefined
+          ? Effect.succeed([])
+          : fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
+      }),
+    updateMemory: (sessionId, update) =>
+      withSessionLock(
+        sessionId,
+        Effect.gen(function* () {
+          const s = yield* sessionOf(sessionId)
+          const text = s.files.get(MEMORY_FILE)?.text
+          const before =
+            text === undefined ? [] : yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
+          const after = update(before)
+          if (after !== before) yield* put(sessionId, MEMORY_FILE, jsonText(after))
+          return after
+        })
+      ),
+    readGlobalMemory: Effect.sync(() => globalMemory),
+    updateGlobalMemory: (update) =>
+      Effect.sync(() => {
+        globalMemory = update(globalMemory)
+        return globalMemory
+      }),
     listDistributions: Effect.sync(() => distributions),
     putDistribution: (distribution) =>
       Effect.sync(() => {

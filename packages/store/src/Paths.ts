@@ -30,13 +30,17 @@ export const INDEX_FILE = "sessions.json"
 export const DISTRIBUTIONS_FILE = "distributions.json"
 /** Distributions kept in `distributions.json` (older ones are dropped). */
 export const MAX_DISTRIBUTIONS = 1000
+/** Memory beyond a session: the agent-level (L3) and global (L4) entries (`MemoryEntry`). */
+export const GLOBAL_MEMORY_FILE = "memory.json"
 /** Files at the top of the root that only the store writes and no session may read. */
-export const ROOT_INDEX_FILES: ReadonlyArray<string> = [INDEX_FILE, DISTRIBUTIONS_FILE]
+export const ROOT_INDEX_FILES: ReadonlyArray<string> = [INDEX_FILE, DISTRIBUTIONS_FILE, GLOBAL_MEMORY_FILE]
 export const isRootIndexFile = (name: string): boolean => ROOT_INDEX_FILES.includes(name)
 export const HISTORY_FILE = "messages.json"
 export const MANIFEST_FILE = "context-config.json"
 /** A session's tasks: a JSON array (`Task` in Store.ts), written by the task API. */
 export const TASKS_FILE = "tasks.json"
+/** A session's memory: its L2 entries and the pins and deletions of its L1 view (`MemoryEntry`). */
+export const MEMORY_FILE = "memory.json"
 export const TOOL_RESULTS_DIR = "tool-results"
 export const TENANTS_DIR = "tenants"
 /** Global files every data root has (others are any regular file at the top of the root). */
@@ -61,6 +65,7 @@ export const toolResultPath = (callId: string): string =>
 export const isControlFile = (path: string): boolean =>
   path === MANIFEST_FILE ||
   path === TASKS_FILE ||
+  path === MEMORY_FILE ||
   path === HISTORY_FILE ||
   path === TOOL_RESULTS_DIR ||
   path.startsWith(`${TOOL_RESULTS_DIR}/`)

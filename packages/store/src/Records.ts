@@ -186,6 +186,43 @@ export type Distribution = typeof Distribution.Type
 /** `distributions.json`: a JSON array, oldest first. */
 export const DistributionLog = Schema.parseJson(Schema.Array(Distribution))
 
+export const MemoryLevel = Schema.Literal("L1", "L2", "L3", "L4").annotations({
+  identifier: "MemoryLevel",
+  description:
+    "L1 session-private recent turns (minutes), L2 the session's important turns (hours), L3 agent-level across sessions (days), L4 global and persistent"
+})
+export type MemoryLevel = typeof MemoryLevel.Type
+
+/** Where a memory comes from: a session, and the turn when it is one. */
+export const MemoryProvenance = Schema.Struct({
+  session: Schema.String,
+  turn: Schema.optionalWith(Schema.Int, { exact: true })
+}).annotations({ identifier: "MemoryProvenance" })
+export type MemoryProvenance = typeof MemoryProvenance.Type
+
+/**
+ * One memory. L2 entries live in their session's memory.json, L3 and L4 in the root's; an L1
+ * entry is a view of a recent turn and is stored only when pinned or deleted (an override).
+ * Deleting hides an entry from the views and the sources; it stays on file (`deletedAt`).
+ */
+export const MemoryEntry = Schema.Struct({
+  id: Schema.String,
+  level: MemoryLevel,
+  text: Schema.String,
+  importance: Schema.Number,
+  /** The importance rules that fired (`@ctxo/history/Importance`), or how it was built. */
+  reasons: Schema.Array(Schema.String),
+  sources: Schema.Array(MemoryProvenance),
+  createdAt: Schema.String,
+  updatedAt: Schema.String,
+  pinned: Schema.optionalWith(Schema.Boolean, { exact: true }),
+  deletedAt: Schema.optionalWith(Schema.String, { exact: true })
+}).annotations({ identifier: "MemoryEntry" })
+export type MemoryEntry = typeof MemoryEntry.Type
+
+/** A memory.json: a JSON array of entries. */
+export const MemoryFile = Schema.parseJson(Schema.Array(MemoryEntry))
+
 const decodeWith =
   <A, I>(schema: Schema.Schema<A, I>) =>
   (text: string, file: string): Either.Either<A, CorruptFile> =>
@@ -196,6 +233,8 @@ const decodeWith =
 
 /** A session's tasks.json read (`file` names it in the error). */
 export const decodeTasks = decodeWith(TaskList)
+/** A memory.json read (a session's, or the root's). */
+export const decodeMemory = decodeWith(MemoryFile)
 /** distributions.json read. */
 export const decodeDistributions = decodeWith(DistributionLog)
 

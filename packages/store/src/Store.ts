@@ -7,8 +7,10 @@
  *                                            stateChangedAt, metadata } (`Records.ts`; records
  *                                            without the last three read as active, no metadata)
  *   <root>/distributions.json                the latest task distributions (`Distribution`)
+ *   <root>/memory.json                       agent-level (L3) and global (L4) memory (`MemoryEntry`)
  *   <root>/<sessionId>/...                   context-config.json, messages.json, tool-results/,
- *                                            tasks.json (its tasks, `Task`), any file
+ *                                            tasks.json (its tasks, `Task`), memory.json (its
+ *                                            L2 memory and L1 overrides, `MemoryEntry`), any file
  *
  * One path rule, one session-id rule, one symlink rule, one lock per session and one file cache:
  * - Files are opened first and checked where the opened file really is (`internal/safeFs.ts`), so
@@ -21,7 +23,7 @@
  *   the fiber that holds it, so the turn's own writes pass).
  * - Reads are cached by device, inode, modification time and size: an unchanged file is one
  *   `stat`, and a changed or swapped one is read again through the checks.
- * - The indexes (sessions.json, distributions.json) are the store's alone: no session reads them,
+ * - The indexes (sessions.json, distributions.json, memory.json) are the store's alone: no session reads them,
  *   a session id cannot take their names, and each is rewritten whole under its own lock (a
  *   session's record under the session's lock first, then the index's).
  * A version is the first 16 hex digits of the SHA-256 of the content; a write may carry the
@@ -46,20 +48,24 @@ import {
   checkSessionId,
   cleanGlobalPath,
   DISTRIBUTIONS_FILE,
+  GLOBAL_MEMORY_FILE,
   HISTORY_FILE,
   INDEX_FILE,
   isHistoryFile,
   isRootIndexFile,
   isTempFile,
   MAX_DISTRIBUTIONS,
+  MEMORY_FILE,
   TASKS_FILE,
   toolResultPath
 } from "./Paths.ts"
 import {
   type Distribution,
   decodeDistributions,
+  decodeMemory,
   decodeTasks,
   jsonText,
+  type MemoryEntry,
   SessionIndex,
   type SessionRecord,
   type SessionState,
@@ -75,7 +81,7 @@ import {
 } from "./StoreErrors.ts"
 
 export { checkPath, checkSessionId, HISTORY_FILE, MANIFEST_FILE, SESSION_ID } from "./Paths.ts"
-export { Distribution, SessionRecord, Task } from "./Records.ts"
+export { Distribution, MemoryEntry, SessionRecord, Task } from "./Records.ts"
 
 export const FileInfo = Schema.Struct({
   path: Schema.String,
@@ -204,6 +210,21 @@ export interface Service {
   readonly listDistributions: Effect.Effect<ReadonlyArray<Distribution>, StoreError>
   /** Adds a distribution, or replaces the one with its id; the oldest beyond the bound are dropped. */
   readonly putDistribution: (distribution: Distribution) => Effect.Effect<void, StoreError>
+
+  // --- memory (seed 003 levels; the model is `@ctxo/agent/Memory`)
+  /** A session's memory entries (none when it has no memory.json). */
+  readonly readMemory: (sessionId: string) => Effect.Effect<ReadonlyArray<MemoryEntry>, StoreError>
+  /** Rewrites the session's memory.json with `update` of what is there, under the session's lock. */
+  readonly updateMemory: (
+    sessionId: string,
+    update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
+  ) => Effect.Effect<ReadonlyArray<MemoryEntry>, StoreError>
+  /** The root's memory entries (L3 and L4). */
+  readonly readGlobalMemory: Effect.Effect<ReadonlyArray<MemoryEntry>, StoreError>
+  /** Rewrites the root's memory.json with `update` of what is there, under its own lock. */
+  readonly updateGlobalMemory: (
+    update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
+  ) => Effect.Effect<ReadonlyArray<MemoryEntry>, StoreError>
 
   /** Removes temporary files that interrupted writes left; the number removed. */
   readonly cleanTemporaryFiles: Effect.Effect<number, StoreError>
@@ -403,6 +424,18 @@ export const makeUnsafe = (rootDir: string): Service => {
     )
     if (read._tag !== "Read") return [] as ReadonlyArray<Distribution>
     return yield* fromEither(decodeDistributions(read.text, DISTRIBUTIONS_FILE))
+  })
+
+  // --- the root's memory (L3, L4), read whole and rewritten whole under its lock
+  const globalMemoryFile = join(root, GLOBAL_MEMORY_FILE)
+  const globalMemoryLock = Effect.unsafeMakeSemaphore(1)
+  const readGlobalMemory = Effect.gen(function* () {
+    const base = yield* ready
+    const read = yield* attempt(globalMemoryFile, "read", () =>
+      readInside(globalMemoryFile, (real) => dirname(real) === base)
+    )
+    if (read._tag !== "Read") return [] as ReadonlyArray<MemoryEntry>
+    return yield* fromEither(decodeMemory(read.text, GLOBAL_MEMORY_FILE))
   })
 
   const getSession = (id: string) =>
@@ -700,6 +733,38 @@ export const makeUnsafe = (rootDir: string): Service => {
         Effect.gen(function* () {
           yield* getSession(sessionId)
           yield* writeSessionFile(sessionId, TASKS_FILE, jsonText(tasks))
+        })
+      ),
+    readMemory: (sessionId) =>
+      Effect.gen(function* () {
+        yield* getSession(sessionId)
+        const text = yield* readChecked("session", sessionId, MEMORY_FILE)
+        if (text === undefined) return []
+        return yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
+      }),
+    updateMemory: (sessionId, update) =>
+      withSessionLock(
+        sessionId,
+        Effect.gen(function* () {
+          yield* getSession(sessionId)
+          const text = yield* readChecked("session", sessionId, MEMORY_FILE)
+          const before =
+            text === undefined ? [] : yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
+          const after = update(before)
+          if (after !== before) yield* writeSessionFile(sessionId, MEMORY_FILE, jsonText(after))
+          return after
+        })
+      ),
+    readGlobalMemory,
+    updateGlobalMemory: (update) =>
+      globalMemoryLock.withPermits(1)(
+        Effect.gen(function* () {
+          const base = yield* ready
+          const before = yield* readGlobalMemory
+          const after = update(before)
+          if (after !== before)
+            yield* writeAt(base, base, GLOBAL_MEMORY_FILE, jsonText(after), (real) => real === base)
+          return after
         })
       ),
     listDistributions: readDistributions,

@@ -135,6 +135,8 @@ export const resolveSources = (
         sessionId: sid,
         manifest,
         sessionFiles,
+        memory: options.memory ?? [],
+        liveTurns: new Set(view.turns.map((t) => t.turn)),
         summaries: view.summaries,
         read: readRequired,
         readMany: readManyRequired,

@@ -39,7 +39,11 @@ export const budgetSourceOf = (key: string): string =>
       ? "system_prompt"
       : key === "compression__context"
         ? "summaries"
-        : budgetShareOf(key)
+        : key === "important_memory__context"
+          ? "important_history"
+          : key === "memory__context"
+            ? "semantic"
+            : budgetShareOf(key)
 
 /** The default shares' source a context's share is taken from (rules and summaries: their own). */
 const budgetShareOf = (key: string): string =>
