@@ -259,6 +259,17 @@ export const mutants: ReadonlyArray<Mutant> = [
     sessions: ["fix-login-bug", "repeated-input"]
   },
   {
+    name: "history-counted-as-text",
+    bug: "compaction counts the kept history as its text, whatever the format of the request that carries it",
+    file: "packages/history/src/Compaction.ts",
+    find: "const countHistory = options.countHistory ?? estimateHistory(count)",
+    replace: "const countHistory = estimateHistory(count)",
+    // An Anthropic request sends JSON tool results as strings inside JSON blocks: the first request
+    // after the compaction is over the trigger.
+    catches: ["keep-turns"],
+    sessions: ["found-compaction-room"]
+  },
+  {
     name: "keep-one-turn-fewer",
     bug: "compaction keeps one turn fewer than keepTurns",
     file: "packages/history/src/Compaction.ts",

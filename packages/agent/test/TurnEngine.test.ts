@@ -129,6 +129,77 @@ describe("TurnEngine", () => {
     }).pipe(Effect.provide(services))
   )
 
+  it.effect(
+    "leaves an Anthropic request under the trigger after compaction (history counted as Anthropic sends it)",
+    () =>
+      Effect.gen(function* () {
+        // Each turn reads a list of records: in an Anthropic request a tool result is a JSON string
+        // inside a JSON content block (its quotes escaped), beside block types and ids, about a tenth
+        // more than its text. The summary takes all the room compaction keeps for it.
+        const window = 12_000
+        const trigger = Math.floor(0.8 * window)
+        const firstRequest = new Map<number, number>()
+        const compactions: Array<{ turn: number; stillOver: boolean }> = []
+        const records = Array.from({ length: 12 }, (_, i) => ({
+          id: `inv_${i}`,
+          status: "paid",
+          total: 100 + i
+        }))
+        const driver: TurnEngine.Driver = {
+          model: (compiled, { turn, step }) =>
+            Effect.sync(() => {
+              if (step === 1) firstRequest.set(turn, compiled.report.total ?? 0)
+              return step === 1
+                ? { text: "", toolCalls: [{ id: `call_${turn}`, name: "query_invoices", arguments: "{}" }] }
+                : {
+                    text: `Turn ${turn}: all paid.`,
+                    toolCalls: [],
+                    usage: { inputTokens: compiled.report.total ?? 0, outputTokens: 10 }
+                  }
+            }),
+          runTool: () => Effect.succeed({ status: "success", data: { rows: records } })
+        }
+        const engine = yield* TurnEngine.make
+        const turnOptions: TurnEngine.TurnOptions = {
+          defaultModel: "anthropic/claude-sonnet-4-5",
+          format: "anthropic",
+          maxSteps: 4,
+          compaction: { window, keepTurns: 40 },
+          onCompaction: (result, before) =>
+            Effect.sync(() => {
+              if (result.status === "compacted")
+                compactions.push({
+                  turn: (before.messages.at(-1)?.meta.turn ?? 0) + 1,
+                  stillOver: result.stillOver
+                })
+            })
+        }
+        // Turns until the first compaction (it runs at the start of a turn, before its first request).
+        for (let i = 1; compactions.length === 0 && i <= 40; i++)
+          yield* engine.turn(
+            { sessionId: "s7", input: `Are invoices of batch ${i} paid?` },
+            driver,
+            turnOptions
+          )
+        expect(compactions).toHaveLength(1)
+        const [compaction] = compactions
+        expect(compaction!.stillOver).toBe(false)
+        expect(firstRequest.get(compaction!.turn)).toBeLessThanOrEqual(trigger)
+      }).pipe(
+        Effect.provide(
+          Layer.succeed(Summarizer.Summarizer, {
+            summarize: () =>
+              Effect.succeed(
+                Array.from({ length: 400 }, (_, i) => `* [✓] checked batch ${i}: every invoice paid`).join(
+                  "\n"
+                )
+              )
+          })
+        ),
+        Effect.provide(services)
+      )
+  )
+
   it.effect("refuses an input that cannot fit before anything is recorded or archived", () =>
     Effect.gen(function* () {
       const engine = yield* TurnEngine.make

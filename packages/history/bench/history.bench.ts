@@ -61,7 +61,7 @@ const decide = (doc: HistoryDocument) => {
   return planCompaction(doc, {
     keepTurns: 10,
     budget: decision.threshold - 50_000,
-    countMessage: (m) => Math.ceil(messageText(m).length / 3)
+    countMessages: (ms) => ms.reduce((n, m) => n + Math.ceil(messageText(m).length / 3), 0)
   })
 }
 

@@ -89,6 +89,24 @@ export const messageText = (message: Message): string =>
 const framingOf = (message: Message): number =>
   4 + 8 * message.parts.reduce((n, p) => n + (p._tag === "text" ? 0 : 1), 0)
 
+/** The history a request shows: the summaries' texts (L3's system part) and whole turns' messages. */
+export interface ShownHistory {
+  readonly summaries: ReadonlyArray<string>
+  readonly messages: ReadonlyArray<Message>
+}
+
+/**
+ * Tokens of shown history when the request's format is not known: each text with `count`, plus a
+ * chat API's framing per message. Close to what an OpenAI request carries; other formats carry
+ * more (an Anthropic request sends tool results as JSON strings inside JSON content blocks), so a
+ * caller that knows the format passes its own count (`CompactOptions.countHistory`).
+ */
+export const estimateHistory =
+  (count: (text: string) => number) =>
+  (history: ShownHistory): number =>
+    history.summaries.reduce((n, text) => n + count(text), 0) +
+    history.messages.reduce((n, m) => n + count(messageText(m)) + framingOf(m), 0)
+
 /**
  * A summary within the room compaction kept for it (`max` tokens), so the history it leaves stays
  * under the trigger: the oldest completed milestones give way first (a line says how many and
@@ -160,8 +178,9 @@ export interface CompactionPlan {
 
 /**
  * Which turns to archive. Pure and deterministic. `exceptTurn` (the running turn) and an
- * unfinished last turn are neither archived nor counted. With `budget` and `countMessage`, kept turns are reduced (oldest first)
- * until their tokens fit.
+ * unfinished last turn are neither archived nor counted. With `budget` and `countMessages` (the
+ * tokens of one turn's messages in the request), kept turns are reduced (oldest first) until their
+ * tokens fit.
  */
 export const planCompaction = (
   doc: HistoryDocument,
@@ -169,7 +188,7 @@ export const planCompaction = (
     readonly keepTurns?: number
     readonly exceptTurn?: number
     readonly budget?: number
-    readonly countMessage?: (message: Message) => number
+    readonly countMessages?: (messages: ReadonlyArray<Message>) => number
   } = {}
 ): CompactionPlan => {
   const keepTurns = Math.max(0, options.keepTurns ?? defaultSettings.keepTurns)
@@ -181,9 +200,9 @@ export const planCompaction = (
   let keptCount = Math.min(keepTurns, live.length)
   let reducedForBudget = false
   let note: string | undefined
-  if (options.budget !== undefined && options.countMessage !== undefined) {
-    const count = options.countMessage
-    const tokens = (t: Turn) => t.messages.reduce((n, m) => n + count(m), 0)
+  if (options.budget !== undefined && options.countMessages !== undefined) {
+    const count = options.countMessages
+    const tokens = (t: Turn) => count(t.messages)
     const pinnedTokens = live
       .slice(0, live.length - keptCount)
       .filter(pinned)
@@ -268,12 +287,21 @@ export interface CompactOptions {
   /** The running turn, left alone. */
   readonly exceptTurn?: number
   readonly settings?: Partial<CompactionSettings>
-  /** Token counter for the remaining-size check and budget-limited selection (default length / 3). */
+  /** Token counter for a new summary's room and, without `countHistory`, the history (default length / 3). */
   readonly count?: (text: string) => number
   /**
+   * Tokens that shown history (summaries, whole turns) takes in the turn's requests, as the
+   * request's format renders and counts it, framing included: the plan and the remaining-size check
+   * count with it. Default: `estimateHistory(count)`, which knows no format; an Anthropic request
+   * carries about a tenth more than it says, and a plan made with it can leave the first request
+   * over the trigger.
+   */
+  readonly countHistory?: (history: ShownHistory) => number
+  /**
    * Tokens every request of the turn carries besides history (system prompt, rules, other
-   * contexts, the input), as a compile counts them; the history kept must fit beside them (pinned
-   * turns are history: the plan counts them). Default: the input alone, estimated as length / 3.
+   * contexts, the input, tools, the request's own framing), as a compile counts them; the history
+   * kept must fit beside them (pinned turns are history: the plan counts them). Default: the input
+   * alone, estimated as length / 3.
    */
   readonly fixedTokens?: number
   readonly onEvent?: (event: CompactionEvent) => Effect.Effect<void>
@@ -289,6 +317,7 @@ export const compact = (
     const summarizer = yield* Summarizer
     const settings = { ...defaultSettings, ...options.settings }
     const count = options.count ?? ((text: string) => Math.ceil(text.length / 3))
+    const countHistory = options.countHistory ?? estimateHistory(count)
     const events: Array<CompactionEvent> = []
     const emit = (event: CompactionEvent) =>
       Effect.suspend(() => {
@@ -308,23 +337,21 @@ export const compact = (
     if (!decision.trigger) return { status: "not-needed", decision, stillOver: false, events } as const
 
     const fixed = options.fixedTokens ?? Math.ceil(options.input.length / 3)
-    const summariesTokens = doc.compression.reduce((n, s) => n + count(s.text), 0)
-    // Room for the summary about to be written: a third of the trigger, at most 2,000 tokens.
+    // Room for the summary about to be written: a third of the trigger, at most 2,000 tokens of
+    // text (`fitSummary` holds it there), beside the summaries on file, framing included.
     const summaryReserve = Math.min(2_000, Math.floor(decision.threshold / 3))
+    const summariesTokens =
+      countHistory({ summaries: [...doc.compression.map((s) => s.text), ""], messages: [] }) + summaryReserve
     const plan = planCompaction(doc, {
       keepTurns: settings.keepTurns,
       ...(options.exceptTurn === undefined ? {} : { exceptTurn: options.exceptTurn }),
-      budget: Math.max(0, decision.threshold - fixed - summariesTokens - summaryReserve),
-      countMessage: (m) => count(messageText(m)) + framingOf(m)
+      budget: Math.max(0, decision.threshold - fixed - summariesTokens),
+      countMessages: (messages) => countHistory({ summaries: [], messages })
     })
 
     const remainingAfter = (next: HistoryDocument) => {
       const view = historyView(next)
-      return (
-        view.messages.reduce((n, m) => n + count(messageText(m)) + framingOf(m), 0) +
-        view.summaries.reduce((n, s) => n + count(s.text), 0) +
-        fixed
-      )
+      return countHistory({ summaries: view.summaries.map((s) => s.text), messages: view.messages }) + fixed
     }
     const reportIfOver = (remaining: number) =>
       remaining >= decision.threshold

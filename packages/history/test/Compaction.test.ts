@@ -10,6 +10,7 @@ import {
   fitSummary,
   messageText,
   planCompaction,
+  type ShownHistory,
   shouldCompact,
   TIMEOUT_MESSAGE
 } from "../src/Compaction.ts"
@@ -73,7 +74,10 @@ describe("planCompaction", () => {
   it("lets the budget win on a small model, and says so", () => {
     const doc = withTurns(emptyHistory, 12, 300)
     const count = (m: Parameters<typeof messageText>[0]) => Math.ceil(messageText(m).length / 3)
-    const plan = planCompaction(doc, { budget: 1_000, countMessage: count })
+    const plan = planCompaction(doc, {
+      budget: 1_000,
+      countMessages: (ms) => ms.reduce((n, m) => n + count(m), 0)
+    })
     expect(plan.reducedForBudget).toBe(true)
     expect(plan.keptTurns.length).toBeLessThan(10)
     expect(plan.note).toBe(`kept ${plan.keptTurns.length} whole turns instead of 10: no more fit 1000 tokens`)
@@ -192,6 +196,37 @@ describe("compact", () => {
         )
         expect(l3.slice(1)).toEqual(view.messages)
       }).pipe(Effect.provide(memory))
+  )
+
+  it.effect("plans with the request's own count of history, so what it keeps fits in that format", () =>
+    Effect.gen(function* () {
+      yield* seed("fmt", 20, 600)
+      const count = (text: string) => Math.ceil(text.length / 3)
+      // A format that sends half again as much as the text (as Anthropic's JSON blocks do for JSON results).
+      const countHistory = (h: ShownHistory) =>
+        Math.ceil(
+          1.5 *
+            (h.summaries.reduce((n, text) => n + count(text), 0) +
+              h.messages.reduce((n, m) => n + count(messageText(m)) + 4, 0))
+        )
+      const model = { id: "acme/mid", contextWindow: 12_000 }
+      const result = yield* compact({
+        sessionId: "fmt",
+        input: "x",
+        lastUsage: 11_000,
+        model,
+        count,
+        countHistory,
+        fixedTokens: 50
+      })
+      expect(result.status).toBe("compacted")
+      expect(result.stillOver).toBe(false)
+      const view = historyView(yield* (yield* HistoryStore.HistoryStore).load("fmt"))
+      const request =
+        50 + countHistory({ summaries: view.summaries.map((s) => s.text), messages: view.messages })
+      expect(request).toBeLessThan(result.decision.threshold)
+      expect(result.remaining).toBe(request)
+    }).pipe(Effect.provide(memory))
   )
 
   it.effect("does nothing below the trigger", () =>

@@ -1507,6 +1507,12 @@ const found: ReadonlyArray<{
     index: 1,
     id: "found-small-results",
     what: "turns whose tool results are shorter than their placeholders: a reduced turn must never be larger than the whole one"
+  },
+  {
+    seed: 635_926_711,
+    index: 25,
+    id: "found-compaction-room",
+    what: "an Anthropic request carries JSON tool results as strings inside its JSON blocks, about a tenth more than their text: compaction must plan the kept turns as that request counts them, or the first request after it is over the trigger"
   }
 ]
 for (const f of found) {
