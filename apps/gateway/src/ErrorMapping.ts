@@ -11,6 +11,7 @@
  */
 import type { ContextTooLong, InvalidCompletionRequest } from "@ctxo/agent/Completions"
 import type { DistributionConflict, InvalidControllerInput, TaskNotFound } from "@ctxo/agent/Controller"
+import type { HistoryUnreadable, MemoryEntryNotFound } from "@ctxo/agent/Memory"
 import type { IllegalTransition, SessionNotActive } from "@ctxo/agent/Lifecycle"
 import type { UpstreamError } from "@ctxo/agent/ModelClient"
 import type { InvalidToolResults } from "@ctxo/agent/TurnEngine"
@@ -81,6 +82,8 @@ export type DomainError =
   | TaskNotFound
   | DistributionConflict
   | InvalidControllerInput
+  | MemoryEntryNotFound
+  | HistoryUnreadable
 
 export type Status = 400 | 404 | 409 | 413 | 415 | 422 | 429 | 500 | 502 | 504
 
@@ -135,7 +138,9 @@ export const STATUS: {
   IllegalTransition: 409,
   TaskNotFound: 404,
   DistributionConflict: 409,
-  InvalidControllerInput: 400
+  InvalidControllerInput: 400,
+  MemoryEntryNotFound: 404,
+  HistoryUnreadable: 422
 }
 
 export const statusOf = (e: DomainError): Status => {

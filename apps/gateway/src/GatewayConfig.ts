@@ -19,6 +19,8 @@
  * | CTXO_UPSTREAM_FIRST_BYTE_MS | 60000 | from sending a call to the first byte of its answer (capped by the total) |
  * | CTXO_UPSTREAM_IDLE_MS | 30000 | between two chunks of an answer (capped by the total) |
  * | CTXO_LOG_FORMAT | pretty | `json` for structured logs |
+ * | CTXO_MEMORY_L1_MS, CTXO_MEMORY_L2_MS, CTXO_MEMORY_L3_MS | 30 min, 24 h, 7 days | lifetimes of the memory levels (L4 never expires) |
+ * | CTXO_MEMORY_PERSIST_MS | 600000 | the L3 → L4 timer (0: only when a session ends or on POST /api/memory/persist) |
  */
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
@@ -54,6 +56,12 @@ export interface Settings {
   readonly localModelPort?: number
   /** The local model's scripted replies (CTXO_LOCAL_MODEL_SCRIPT, read at start). */
   readonly localModelScript?: ReadonlyArray<Reply>
+  /** Memory lifetimes and the L3 → L4 timer (default: `Memory.defaultSettings`, every 10 minutes). */
+  readonly memory?: {
+    readonly ttl: { readonly L1: number; readonly L2: number; readonly L3: number }
+    /** 0: no timer. */
+    readonly persistMs: number
+  }
 }
 
 export class GatewayConfig extends Context.Tag("@ctxo/gateway/GatewayConfig")<GatewayConfig, Settings>() {}
@@ -83,7 +91,21 @@ export const settings = Config.all({
   upstreamTimeoutMs: milliseconds("CTXO_UPSTREAM_TIMEOUT_MS", 120_000),
   upstreamFirstByteMs: milliseconds("CTXO_UPSTREAM_FIRST_BYTE_MS", 60_000),
   upstreamIdleMs: milliseconds("CTXO_UPSTREAM_IDLE_MS", 30_000),
-  logFormat: Config.literal("json", "pretty")("CTXO_LOG_FORMAT").pipe(Config.withDefault("pretty" as const))
+  logFormat: Config.literal("json", "pretty")("CTXO_LOG_FORMAT").pipe(Config.withDefault("pretty" as const)),
+  memory: Config.all({
+    ttl: Config.all({
+      L1: milliseconds("CTXO_MEMORY_L1_MS", 30 * 60_000),
+      L2: milliseconds("CTXO_MEMORY_L2_MS", 24 * 3_600_000),
+      L3: milliseconds("CTXO_MEMORY_L3_MS", 7 * 24 * 3_600_000)
+    }),
+    persistMs: Config.integer("CTXO_MEMORY_PERSIST_MS").pipe(
+      Config.validate({
+        message: "0 (no timer) or a positive number of milliseconds",
+        validation: (ms) => ms >= 0
+      }),
+      Config.withDefault(600_000)
+    )
+  })
 })
 
 /** `CTXO_UPSTREAMS`: `{ "<prefix>": { "baseUrl", "apiKeyEnv"?, "keepPrefix"? } }`, each key read from its variable. */

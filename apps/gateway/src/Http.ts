@@ -23,6 +23,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Deferred, Effect, Either, Exit, FiberRef, Layer, Option, Scope, Stream } from "effect"
 import { fromParseError, toApiError, toPreview } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
+import { MemoryLive } from "./MemoryHttp.ts"
 import * as Metrics from "./Metrics.ts"
 import { OpenAILive } from "./OpenAIHttp.ts"
 import { Shutdown } from "./Shutdown.ts"
@@ -405,6 +406,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     HealthLive,
     SessionsLive,
     TasksLive,
+    MemoryLive,
     FilesLive,
     BlocksLive,
     ContextLive,

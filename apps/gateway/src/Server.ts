@@ -15,6 +15,7 @@
 import { createServer } from "node:http"
 import { resolve } from "node:path"
 import * as Controller from "@ctxo/agent/Controller"
+import * as Memory from "@ctxo/agent/Memory"
 import * as ModelClient from "@ctxo/agent/ModelClient"
 import * as SessionEvents from "@ctxo/agent/SessionEvents"
 import * as TurnEngine from "@ctxo/agent/TurnEngine"
@@ -396,11 +397,33 @@ export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | Tur
           idleMs: config.upstreamIdleMs
         })
       ).pipe(Layer.provide(NodeContext.layer))
+      // Memory levels over the request's tenant store; their lifetimes from the config.
+      const memory = Memory.layer({
+        ...Memory.defaultSettings,
+        ...(config.memory === undefined ? {} : { ttl: config.memory.ttl })
+      })
+      const access = yield* Tenancy.Tenancy
+      const tenants = access.enabled ? access.tenants : [Tenancy.DEFAULT_TENANT]
+      const tenantOfScope = (scope: string) => tenants.find((t) => access.rootOf(t) === scope)
+      // The bus's memory subscriber (a session that ends is persisted to L4) runs each event
+      // against the store of the event's tenant; the timer asks every tenant's root to persist.
+      const persistence = Layer.scopedDiscard(
+        Effect.gen(function* () {
+          yield* Memory.persistOnEvents((scope, effect) => {
+            const tenant = tenantOfScope(scope)
+            return tenant === undefined
+              ? Effect.dieMessage(`memory: no tenant has the data root ${scope}`)
+              : Effect.locally(effect, Tenancy.CurrentTenant, tenant)
+          })
+          const every = config.memory?.persistMs ?? 600_000
+          if (every > 0) yield* Memory.persistTimer(Effect.succeed(tenants.map(access.rootOf)), every)
+        })
+      )
       // One event bus for the process (its subscribers see every tenant's sessions, told apart by
       // each event's `scope`); the controller publishes on it.
       return Layer.provideMerge(
-        Layer.merge(TurnEngine.layer, Controller.layer),
-        Layer.mergeAll(base, seams, SessionEvents.layer)
+        Layer.mergeAll(TurnEngine.layer, Controller.layer, persistence),
+        Layer.provideMerge(memory, Layer.mergeAll(base, seams, SessionEvents.layer))
       )
     })
   ).pipe(Layer.orDie)

@@ -259,7 +259,16 @@ describe("chat over SSE", () => {
     expect(
       second.filter((m) => m.role === "user" && String(m.content).startsWith("Why does login fail?"))
     ).toHaveLength(1)
-    expect(sent[0]!.body.tools).toHaveLength(6)
+    // The agent's tools on demand: the always-on ones; read_block only when the input asks for it.
+    const toolNames = (body: { tools?: unknown }) =>
+      ((body.tools ?? []) as ReadonlyArray<{ function: { name: string } }>).map((t) => t.function.name)
+    expect(toolNames(sent[0]!.body)).toEqual([
+      "read_file",
+      "write_file",
+      "list_files",
+      "search",
+      "dismiss_memory"
+    ])
     // The first request is exactly what the compiler makes of the session with the input recorded.
     const doc = JSON.parse(
       readFileSync(join(gw.dataDir, "code-agent-auth", "messages.json"), "utf8")

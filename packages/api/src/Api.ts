@@ -27,6 +27,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
+import { MemoryGroup } from "./MemoryApi.ts"
 import {
   BadGatewayWire,
   BadRequestWire,
@@ -194,6 +195,23 @@ const AnthropicBlock = Schema.Union(
   })
 ).annotations({ identifier: "AnthropicBlock" })
 
+/** A function tool as the request carries it (the tools source's choice). */
+export const ToolSpec = Schema.Struct({
+  type: Schema.Literal("function"),
+  function: Schema.Struct({
+    name: Schema.String,
+    description: Schema.optional(Schema.String),
+    parameters: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+    strict: Schema.optional(Schema.Boolean)
+  })
+}).annotations({ identifier: "ToolSpec" })
+
+export const AnthropicTool = Schema.Struct({
+  name: Schema.String,
+  description: Schema.optional(Schema.String),
+  input_schema: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+}).annotations({ identifier: "AnthropicTool" })
+
 const previewFields = {
   model: Schema.String,
   report: Schema.Unknown,
@@ -207,7 +225,10 @@ export const Preview = Schema.Union(
   Schema.Struct({
     ...previewFields,
     format: Schema.Literal("openai"),
-    request: Schema.Struct({ messages: Schema.Array(OpenAIRequestMessage) })
+    request: Schema.Struct({
+      messages: Schema.Array(OpenAIRequestMessage),
+      tools: Schema.optional(Schema.Array(ToolSpec))
+    })
   }),
   Schema.Struct({
     ...previewFields,
@@ -216,7 +237,8 @@ export const Preview = Schema.Union(
       system: Schema.String,
       messages: Schema.Array(
         Schema.Struct({ role: Schema.Literal("user", "assistant"), content: Schema.Array(AnthropicBlock) })
-      )
+      ),
+      tools: Schema.optional(Schema.Array(AnthropicTool))
     })
   }),
   Schema.Struct({
@@ -684,6 +706,7 @@ export class Api extends HttpApi.make("ctxo")
   .add(HealthGroup)
   .add(SessionsGroup)
   .add(TasksGroup)
+  .add(MemoryGroup)
   .add(FilesGroup)
   .add(BlocksGroup)
   .add(ContextGroup)
