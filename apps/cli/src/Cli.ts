@@ -5,6 +5,7 @@ import { countCommand, countExamples, modelsCommand, modelsExamples } from "./Bu
 import { compileCommand, compileExamples, previewCommand, previewExamples } from "./CompileCommands.ts"
 import type { CommandHelp, Example } from "./internal/help.ts"
 import { colorFor, commandName, renderCommandHelp, renderRootHelp, stripAnsi } from "./internal/help.ts"
+import { memoryCommand, memoryExamples, memorySubcommands } from "./MemoryCommands.ts"
 import { replayCommand, replayExamples } from "./ReplayCommand.ts"
 import {
   sessionsCommand,
@@ -37,7 +38,8 @@ const subcommands = [
   ownConsole(modelsCommand),
   ownConsole(replayCommand),
   ownConsole(sessionsCommand),
-  ownConsole(tasksCommand)
+  ownConsole(tasksCommand),
+  ownConsole(memoryCommand)
 ] as const
 
 const commands: ReadonlyArray<CommandHelp> = [
@@ -48,7 +50,8 @@ const commands: ReadonlyArray<CommandHelp> = [
   { command: subcommands[4], examples: modelsExamples },
   { command: subcommands[5], examples: replayExamples },
   { command: subcommands[6], examples: sessionsExamples, subcommands: sessionsSubcommands },
-  { command: subcommands[7], examples: tasksExamples, subcommands: tasksSubcommands }
+  { command: subcommands[7], examples: tasksExamples, subcommands: tasksSubcommands },
+  { command: subcommands[8], examples: memoryExamples, subcommands: memorySubcommands }
 ]
 
 const rootExamples: ReadonlyArray<Example> = [

@@ -5,6 +5,7 @@
  * Readable output by default, `--json` for scripts.
  */
 import * as Controller from "@ctxo/agent/Controller"
+import * as Memory from "@ctxo/agent/Memory"
 import * as SessionEvents from "@ctxo/agent/SessionEvents"
 import type { DistributionResult, SessionRecord, Task } from "@ctxo/store/Records"
 import { TaskStatus } from "@ctxo/store/Records"
@@ -36,7 +37,9 @@ const session = Options.text("session").pipe(
 
 /** The controller over the data root (events go to a bus of this command only). */
 const controllerOn = (root: string) =>
-  Controller.layer.pipe(Layer.provide(Layer.merge(Store.layer(root), SessionEvents.layer)))
+  Layer.merge(Controller.layer, Memory.layer()).pipe(
+    Layer.provide(Layer.merge(Store.layer(root), SessionEvents.layer))
+  )
 
 const print = (asJson: boolean, value: unknown, text: () => string) =>
   Console.log(asJson ? JSON.stringify(value, null, 2) : text())
@@ -73,6 +76,13 @@ const transition = (action: "pause" | "resume" | "end", description: string) =>
     Effect.gen(function* () {
       const controller = yield* Controller.Controller
       const { session, changed } = yield* controller[action](args.id)
+      // The gateway's event bus persists an ended session's memory (L2 -> L3 -> L4); a command
+      // has no bus that outlives it, so it does the same at once.
+      if (action === "end" && changed) {
+        const memory = yield* Memory.Memory
+        yield* memory.aggregate([args.id])
+        yield* memory.persist(args.id)
+      }
       yield* print(args.json, session, () =>
         changed
           ? `${session.id}: ${session.state} since ${session.stateChangedAt}`
@@ -123,7 +133,10 @@ const pauseSession = transition(
   "Pause a session: it takes no turn (chat, /v1) until resumed; its files, tasks and previews stay. Pausing a paused session changes nothing."
 )
 const resumeSession = transition("resume", "Resume a paused session. An ended session cannot be resumed.")
-const endSession = transition("end", "End a session, for good: no more turns, tasks or task changes.")
+const endSession = transition(
+  "end",
+  "End a session, for good: no more turns, tasks or task changes; its important memory (L2) is aggregated into L3 and persisted to L4."
+)
 
 export const sessionsCommand = Command.make("sessions").pipe(
   Command.withDescription(

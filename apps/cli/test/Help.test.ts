@@ -9,7 +9,17 @@ import { ctxo } from "./ctxo.ts"
 // `| less` runs it. NO_COLOR and FORCE_COLOR are cleared so the environment of the run decides nothing.
 const plain = { NO_COLOR: undefined, FORCE_COLOR: undefined }
 const ESC = "\u001b"
-const commands = ["compile", "preview", "blocks", "count", "models", "replay", "sessions", "tasks"] as const
+const commands = [
+  "compile",
+  "preview",
+  "blocks",
+  "count",
+  "models",
+  "replay",
+  "sessions",
+  "tasks",
+  "memory"
+] as const
 const subcommands = [
   ["sessions", "list"],
   ["sessions", "pause"],
@@ -19,7 +29,11 @@ const subcommands = [
   ["tasks", "list"],
   ["tasks", "add"],
   ["tasks", "update"],
-  ["tasks", "distribute"]
+  ["tasks", "distribute"],
+  ["memory", "list"],
+  ["memory", "pin"],
+  ["memory", "delete"],
+  ["memory", "persist"]
 ] as const
 const sessions = fileURLToPath(new URL("../../../fixtures/sessions", import.meta.url))
 const temps: Array<string> = []
@@ -107,7 +121,9 @@ describe("ctxo --help", () => {
 describe("--models", () => {
   it("is a file of model overrides in every command, and the old list meaning gets a clear error", async () => {
     // Every command that knows models (blocks, sessions and tasks do not).
-    for (const name of commands.filter((c) => c !== "blocks" && c !== "sessions" && c !== "tasks")) {
+    for (const name of commands.filter(
+      (c) => c !== "blocks" && c !== "sessions" && c !== "tasks" && c !== "memory"
+    )) {
       const run = await ctxo([name, "--help"], plain)
       expect(run.stdout).toMatch(/\n {2}--models FILE\n {6}A JSON file of model overrides/)
     }
