@@ -304,7 +304,7 @@ export const selectBlocks = (options: {
   /**
    * The history within `free` tokens: summaries, turns (whole or reduced), the note, and the
    * turns recalled by relevance when recency leaves relevant ones out (their room taken from the
-   * turns, what recall does not use given back).
+   * turns beyond the recent-history share, what recall does not use given back).
    */
   let recallOn = false
   const planWithin = (free: number): HistoryPlan => {
@@ -312,7 +312,15 @@ export const selectBlocks = (options: {
     if (!recallOn || recallHits.length === 0) return plain
     const wanted = recallWithin(plain, Math.min(recallCap, free))
     if (wanted.length === 0) return plain
-    let room = Math.min(recallCap, free, sum(recallWithin({ ...plain, turns: [] }, recallCap)))
+    // The newest turns keep what they take up to their own share (recent history, 18%): recall
+    // has only the rest, so a tight request never trades the newest turns for recalled ones.
+    const recentFloor = Math.min(sum(plain.turns), Math.floor(share("recent_history") * available))
+    let room = Math.min(
+      recallCap,
+      free - sum(plain.summaries) - recentFloor,
+      sum(recallWithin({ ...plain, turns: [] }, recallCap))
+    )
+    if (room <= 0) return plain
     let plan = planTurns(free - room)
     let recall = recallWithin(plan, room)
     // What recall does not use goes back to the turns, until neither changes: more turns shown
