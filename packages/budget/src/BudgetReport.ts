@@ -28,7 +28,11 @@ export const SourceLedger = Schema.Struct({
   /** Unused guaranteed budget this source left to the others. */
   surplusGiven: Schema.Number,
   /** Budget this source got beyond its cap from others' surplus. */
-  surplusReceived: Schema.Number
+  surplusReceived: Schema.Number,
+  /** Its units not sent whole: how many, and the tokens of those left out entirely. */
+  cut: Schema.optional(Schema.Struct({ units: Schema.Number, tokens: Schema.Number })),
+  /** Why (the distinct reasons of those units, at most three). */
+  why: Schema.optional(Schema.Array(Schema.String))
 })
 export type SourceLedger = typeof SourceLedger.Type
 
@@ -76,17 +80,43 @@ export type BudgetReport = typeof BudgetReport.Type
 
 const pad = (value: string | number, width: number) => String(value).padStart(width)
 
+/**
+ * The report with each source's `cut` and `why` filled from its units: how many were not sent
+ * whole (cut or dropped), the tokens of those dropped, and the distinct reasons (at most three).
+ */
+export const withCuts = (report: BudgetReport): BudgetReport => {
+  const bySource = new Map<string, { units: number; tokens: number; why: Array<string> }>()
+  for (const u of report.units) {
+    if (u.status === "included") continue
+    const entry = bySource.get(u.source) ?? { units: 0, tokens: 0, why: [] }
+    entry.units++
+    if (u.status === "dropped") entry.tokens += u.tokens
+    const reason = u.reason ?? u.status
+    if (entry.why.length < 3 && !entry.why.includes(reason)) entry.why.push(reason)
+    bySource.set(u.source, entry)
+  }
+  return {
+    ...report,
+    sources: report.sources.map((s) => {
+      const entry = bySource.get(s.id)
+      return entry === undefined
+        ? s
+        : { ...s, cut: { units: entry.units, tokens: entry.tokens }, why: entry.why }
+    })
+  }
+}
+
 /** The report as a person reads it in a terminal. */
 export const explain = (report: BudgetReport): string => {
   const lines = [
     `model ${report.model}: window ${report.window.tokens} (${report.window.source}), max input ${report.maxInput}, output reserve ${report.outputReserve}`,
     `tokenizer ${report.tokenizer.name} (${report.tokenizer.method}${report.tokenizer.margin > 0 ? `, margin ${(report.tokenizer.margin * 100).toFixed(1)}%` : ""}); available ${report.available}${report.total === undefined ? "" : `; final request ${report.total}`}`,
     "",
-    `${"source".padEnd(20)} ${pad("share", 6)} ${pad("cap", 8)} ${pad("ask", 8)} ${pad("grant", 8)} ${pad("used", 8)} ${pad("+recv", 7)} ${pad("-gave", 7)}`
+    `${"source".padEnd(20)} ${pad("share", 6)} ${pad("cap", 8)} ${pad("ask", 8)} ${pad("grant", 8)} ${pad("used", 8)} ${pad("+recv", 7)} ${pad("-gave", 7)} ${pad("cut", 5)}`
   ]
   for (const s of report.sources) {
     lines.push(
-      `${(s.id + (s.required ? " *" : "")).padEnd(20)} ${pad(`${(s.share * 100).toFixed(0)}%`, 6)} ${pad(s.cap, 8)} ${pad(s.ask, 8)} ${pad(s.grant, 8)} ${pad(s.used, 8)} ${pad(s.surplusReceived, 7)} ${pad(s.surplusGiven, 7)}`
+      `${(s.id + (s.required ? " *" : "")).padEnd(20)} ${pad(`${(s.share * 100).toFixed(0)}%`, 6)} ${pad(s.cap, 8)} ${pad(s.ask, 8)} ${pad(s.grant, 8)} ${pad(s.used, 8)} ${pad(s.surplusReceived, 7)} ${pad(s.surplusGiven, 7)} ${pad(s.cut?.units ?? 0, 5)}`
     )
   }
   const notIncluded = report.units.filter((u) => u.status !== "included")

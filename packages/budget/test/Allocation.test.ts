@@ -17,6 +17,20 @@ describe("allocate", () => {
     expect(Object.values(result.grants).reduce((a, b) => a + b, 0)).toBe(180_000)
   })
 
+  it.each([
+    // The seed's table: window, reserve (10%), available, prompt (12%), memory (36%).
+    [200_000, 20_000, 180_000, 21_600, 64_800],
+    [128_000, 12_800, 115_200, 13_824, 41_472],
+    [8_000, 800, 7_200, 864, 2_592]
+  ])("reproduces seed 003's table for a %i-token window", (window, reserve, available, prompt, memory) => {
+    const result = Either.getOrThrow(allocate({ window, sources: seedSources(10 * window) }))
+    expect([result.outputReserve, result.available]).toEqual([reserve, available])
+    expect(result.grants.system_prompt).toBe(prompt)
+    expect(result.grants.recent_history! + result.grants.important_history! + result.grants.semantic!).toBe(
+      memory
+    )
+  })
+
   it("gives what a source does not use to the others, by priority", () => {
     const result = Either.getOrThrow(
       allocate({

@@ -60,6 +60,11 @@ describe("tools load on demand and count against the tools share", () => {
     // (the request with its tools) is what the budget saw.
     const ledger = r.report.sources.find((s) => s.id === "tools")!
     expect(ledger.used).toBeGreaterThan(0)
+    // The source's own line says what it left out and why.
+    expect(ledger.cut?.units).toBe(2)
+    expect(ledger.why).toEqual([
+      "loaded on demand: not always on, not called in this turn, not relevant to the input"
+    ])
     const without = await run(session({ tools: { load: "none" } }), {
       sessionId: "s",
       query: "Please deploy the billing service to staging.",

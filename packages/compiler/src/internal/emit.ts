@@ -5,6 +5,7 @@
  * report, warnings, and the state the next compile starts from.
  */
 import type { FittedRequest } from "@ctxo/budget/Budget"
+import { withCuts } from "@ctxo/budget/BudgetReport"
 import { contentHash } from "@ctxo/budget/Fit"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import type { CompileResult, CompileState, PrefixStats } from "../Compile.ts"
@@ -77,7 +78,7 @@ export const emit = (options: {
     model: options.model,
     ...rendered,
     composition,
-    report: fitted.report,
+    report: withCuts(fitted.report),
     prefix,
     warnings: options.warnings,
     state
