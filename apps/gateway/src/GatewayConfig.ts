@@ -20,6 +20,7 @@
  * | CTXO_UPSTREAM_IDLE_MS | 30000 | between two chunks of an answer (capped by the total) |
  * | CTXO_LOG_FORMAT | pretty | `json` for structured logs |
  * | CTXO_MEMORY_L1_MS, CTXO_MEMORY_L2_MS, CTXO_MEMORY_L3_MS | 30 min, 24 h, 7 days | lifetimes of the memory levels (L4 never expires) |
+ * | CTXO_BUDGET_SHARES | seed 003's | default shares of the available budget by source, JSON: `{ "knowledge": 0.2, "tools": 0.05 }` (a session's `budget.shares` win over them; 0 switches a source off) |
  * | CTXO_MEMORY_PERSIST_MS | 600000 | the L3 → L4 timer (0: only when a session ends or on POST /api/memory/persist) |
  */
 import { readFileSync } from "node:fs"
@@ -56,6 +57,8 @@ export interface Settings {
   readonly localModelPort?: number
   /** The local model's scripted replies (CTXO_LOCAL_MODEL_SCRIPT, read at start). */
   readonly localModelScript?: ReadonlyArray<Reply>
+  /** Default shares by source (CTXO_BUDGET_SHARES); a manifest's `budget.shares` win over them. */
+  readonly budgetShares?: Readonly<Record<string, number>>
   /** Memory lifetimes and the L3 → L4 timer (default: `Memory.defaultSettings`, every 10 minutes). */
   readonly memory?: {
     readonly ttl: { readonly L1: number; readonly L2: number; readonly L3: number }
@@ -142,6 +145,26 @@ const upstreamsConfig = Config.option(Config.string("CTXO_UPSTREAMS")).pipe(
   })
 )
 
+/** `CTXO_BUDGET_SHARES`: `{ "<source>": <fraction 0..1> }`, or an error naming the source and its value. */
+const sharesConfig = Config.option(Config.string("CTXO_BUDGET_SHARES")).pipe(
+  Config.mapOrFail((text): Either.Either<Record<string, number> | undefined, ConfigError.ConfigError> => {
+    if (Option.isNone(text) || text.value.trim() === "") return Either.right(undefined)
+    const invalid = (reason: string) => Either.left(ConfigError.InvalidData(["CTXO_BUDGET_SHARES"], reason))
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text.value)
+    } catch (e) {
+      return invalid(`not JSON (${(e as Error).message})`)
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      return invalid('expected { "<source>": <share from 0 to 1> }, e.g. { "knowledge": 0.2 }')
+    for (const [source, share] of Object.entries(parsed))
+      if (typeof share !== "number" || !(share >= 0 && share <= 1))
+        return invalid(`${source}: ${JSON.stringify(share)} is not a share from 0 to 1`)
+    return Either.right(parsed as Record<string, number>)
+  })
+)
+
 /** `CTXO_LOCAL_MODEL_SCRIPT`: the file's replies, or an error naming the file and the problem. */
 const localScriptConfig = Config.option(Config.string("CTXO_LOCAL_MODEL_SCRIPT")).pipe(
   Config.mapOrFail((path) => {
@@ -174,6 +197,7 @@ export const layer = Layer.effect(
     const upstreams = yield* upstreamsConfig
     const localModelPort = yield* Config.option(Config.port("CTXO_LOCAL_MODEL_PORT"))
     const localModelScript = yield* localScriptConfig
+    const budgetShares = yield* sharesConfig
     // The model registry as the services will build it: its error now, as one sentence.
     yield* Layer.build(ModelRegistry.layerConfig([])).pipe(
       Effect.scoped,
@@ -188,7 +212,8 @@ export const layer = Layer.effect(
       tenantMaxConcurrent: keys.max,
       upstreams,
       ...(Option.isSome(localModelPort) ? { localModelPort: localModelPort.value } : {}),
-      ...(localModelScript === undefined ? {} : { localModelScript })
+      ...(localModelScript === undefined ? {} : { localModelScript }),
+      ...(budgetShares === undefined ? {} : { budgetShares })
     } satisfies Settings
   })
 )

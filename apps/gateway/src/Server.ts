@@ -21,6 +21,7 @@ import * as SessionEvents from "@ctxo/agent/SessionEvents"
 import * as TurnEngine from "@ctxo/agent/TurnEngine"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import * as Compile from "@ctxo/compiler/Compile"
 import * as CompileCache from "@ctxo/compiler/CompileCache"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -383,6 +384,10 @@ export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | Tur
         Tokenizer.layer(),
         // One compile cache for the process: its entries answer by content, so tenants share it.
         CompileCache.layer,
+        Layer.succeed(
+          Compile.CompileDefaults,
+          config.budgetShares === undefined ? {} : { shares: config.budgetShares }
+        ),
         summarizer,
         ModelClient.layer({
           apiKey: config.upstreamApiKey,

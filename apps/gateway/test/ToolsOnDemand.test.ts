@@ -36,3 +36,33 @@ describe("the agent's tools load on demand", () => {
     expect(json.report.sources.find((s) => s.id === "tools")?.used).toBeGreaterThan(0)
   })
 })
+
+describe("the deployment's default shares (CTXO_BUDGET_SHARES)", () => {
+  it("applies to every session's compile, and a session's own budget.shares win", async () => {
+    const off = await startGateway({ budgetShares: { tools: 0 } })
+    try {
+      await createSession(off, "shares")
+      const preview = async () =>
+        (await (
+          await fetch(
+            `${off.baseUrl}/api/sessions/shares/context-preview?query=${encodeURIComponent("hello")}`
+          )
+        ).json()) as {
+          request: { tools?: ReadonlyArray<{ function: { name: string } }> }
+          report: { sources: ReadonlyArray<{ id: string; share: number; why?: ReadonlyArray<string> }> }
+        }
+      const switchedOff = await preview()
+      expect(toolNames(switchedOff.request)).toEqual([])
+      expect(switchedOff.report.sources.find((s) => s.id === "tools")?.share).toBe(0)
+      const put = await fetch(`${off.baseUrl}/api/sessions/shares/config`, {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ budget: { shares: { tools: 0.15 } } })
+      })
+      expect(put.status).toBe(200)
+      expect(toolNames((await preview()).request)).toContain("read_file")
+    } finally {
+      await off.close()
+    }
+  })
+})

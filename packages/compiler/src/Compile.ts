@@ -34,7 +34,7 @@ import type { HistoryCorrupt } from "@ctxo/history/HistoryErrors"
 import { turnSpans } from "@ctxo/history/HistoryView"
 import type { HistoryDocument } from "@ctxo/history/Message"
 import { textOf, toolCallsOf } from "@ctxo/history/Message"
-import { Effect, Either, Option } from "effect"
+import { Context, Effect, Either, Option } from "effect"
 import * as CompileCache from "./CompileCache.ts"
 import type {
   DuplicateInput,
@@ -62,6 +62,15 @@ import { Workspace } from "./Workspace.ts"
 export { chatMessagesOf, openAIChatMessage } from "./internal/units.ts"
 
 export const DEFAULT_MODEL = "openai/gpt-4o"
+
+/**
+ * What a deployment sets for every compile (the gateway's config): default shares by source,
+ * replacing seed 003's where given; a manifest's `budget.shares` still win over them.
+ */
+export class CompileDefaults extends Context.Tag("@ctxo/compiler/CompileDefaults")<
+  CompileDefaults,
+  { readonly shares?: Readonly<Record<string, number>> }
+>() {}
 
 /** What a compile leaves for the next compile of the same session. */
 export interface CompileState {
@@ -162,7 +171,19 @@ export const compile = (
 
     // 1. resolve sources
     const sources = yield* resolveSources(ws, cache, options, warn)
-    const { manifest, systemPrompt, turns } = sources
+    const { systemPrompt, turns } = sources
+    // The deployment's default shares (the gateway's CTXO_BUDGET_SHARES), the manifest's over them.
+    const defaults = Option.getOrUndefined(yield* Effect.serviceOption(CompileDefaults))
+    const manifest =
+      defaults?.shares === undefined
+        ? sources.manifest
+        : {
+            ...sources.manifest,
+            budget: {
+              ...sources.manifest.budget,
+              shares: { ...defaults.shares, ...sources.manifest.budget.shares }
+            }
+          }
 
     // 2. merge references: the new input, or the running turn's input and full observations
     const query = options.query ?? manifest.query ?? ""
