@@ -21,6 +21,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Deferred, Effect, Either, Exit, FiberRef, Layer, Option, Scope, Stream } from "effect"
+import { AggregateLive } from "./AggregateHttp.ts"
 import { fromParseError, toApiError, toPreview } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { MemoryLive } from "./MemoryHttp.ts"
@@ -410,6 +411,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     FilesLive,
     BlocksLive,
     ContextLive,
+    AggregateLive,
     ChatLive,
     OpenAILive,
     AdminLive,

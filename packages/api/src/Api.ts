@@ -27,7 +27,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { MemoryGroup } from "./MemoryApi.ts"
+import { AggregateGroup } from "./AggregateApi.ts"
 import {
   BadGatewayWire,
   BadRequestWire,
@@ -43,6 +43,7 @@ import {
   UnsupportedMediaTypeWire
 } from "./ApiErrors.ts"
 import { ChatCompletion, ChatCompletionRequest } from "./ChatCompletion.ts"
+import { MemoryGroup } from "./MemoryApi.ts"
 
 /** Request bodies refuse fields they do not know. */
 const strict = <A, I>(schema: Schema.Schema<A, I>) =>
@@ -710,6 +711,7 @@ export class Api extends HttpApi.make("ctxo")
   .add(FilesGroup)
   .add(BlocksGroup)
   .add(ContextGroup)
+  .add(AggregateGroup)
   .add(ChatGroup)
   .add(OpenAIGroup)
   .add(AdminGroup)
