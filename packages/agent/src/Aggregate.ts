@@ -27,17 +27,23 @@
  *    rendered by the compiler's renderers (openai, anthropic, react).
  * 5. promote: the contributing sessions' L2 memories become L3 (`Memory.aggregate`).
  *
- * What a block is, and its provenance `{ session, level?, source }`:
+ * What a block is, and its provenance `{ session, level?, source, layer, unit }` (`source` is the
+ * budget source of the session's report, `layer` where the block stood in its request, `unit` its
+ * id in the report):
  *
- * | in the session's compile | level | source (the report's) |
+ * | in the session's compile (unit, layer) | level | source |
  * |---|---|---|
- * | a turn of the conversation (`turn-<n>`) | L1 | `recent_history` |
- * | a pinned turn (`turn-<n>`) | L2 | `pinned_history` |
+ * | a turn of the conversation (`turn-<n>`, `checkpoint_messages`) | L1 | `recent_history` |
+ * | a pinned turn (`turn-<n>`, `checkpoint_messages`) | L2 | `pinned_history` |
  * | an earlier turn recalled by relevance (`recalled-turn-<n>`, `recall__context`) | L1 | `recalled_history` |
- * | a compaction summary (`compression__context`) | L2 | `summaries` |
+ * | a compaction summary (its id, `compression__context`) | L2 | `summaries` |
  * | an L2 memory (`L2:<session>:t<n>`, `important_memory__context`) | L2 | `important_history` |
  * | an L3 or L4 memory (`L3:…`, `L4:…`, `memory__context`) | L3, L4 | `semantic` |
- * | knowledge, skills, the todo recap, the tree, rules, profile blocks, extra sources | — | `knowledge`, `skills`, `important_history`, `rules`, … |
+ * | knowledge (`knowledge__context`), the tree (`tree__context`) | — | `knowledge` |
+ * | rules (`CODE_LAW.md`, `rules__context`) | — | `rules` |
+ * | the todo recap (`todo__context`) | — | `important_history` |
+ * | skills, profile blocks, extra sources (their own keys) | — | `skills` (the compiler's share for them) |
+ * | `tools__context`, `experience__context` | — | `tools`, `semantic` |
  *
  * A turn is its words (the user's input and the assistant's text, `User: …` / `Assistant: …`), the
  * form in which recall and memory carry a turn, so the same turn shown in one session, recalled in
@@ -104,6 +110,8 @@ export interface Provenance {
   readonly source: string
   /** The unit in that session's compile report (`turn-3`, `L3:9f…`, `notes.md#Intro`). */
   readonly unit: string
+  /** The layer it stood in there: a `__context` key, or `checkpoint_messages` for a turn of the conversation. */
+  readonly layer: string
   readonly ref?: string
 }
 
@@ -275,6 +283,7 @@ export const blocksOf = (
         ...(level === undefined ? {} : { level }),
         source: b.source,
         unit: b.id,
+        layer: b.layer,
         ...(b.ref === undefined ? {} : { ref: b.ref })
       }
     }

@@ -333,7 +333,12 @@ describe("Aggregate: many sessions into one request", () => {
 })
 
 describe("Aggregate: the pure stages", () => {
-  const p = (session: string, unit: string, source = "knowledge") => ({ session, source, unit })
+  const p = (session: string, unit: string, source = "knowledge") => ({
+    session,
+    source,
+    unit,
+    layer: "knowledge__context"
+  })
 
   it("merges by normalized content in the order seen", () => {
     const merged = Aggregate.mergeBlocks([

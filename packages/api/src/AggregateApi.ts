@@ -43,6 +43,8 @@ export const Provenance = Schema.Struct({
   source: Schema.String,
   /** The unit in that session's compile report (`turn-3`, `L3:…`, `notes.md#Intro`). */
   unit: Schema.String,
+  /** The layer it stood in there: a `__context` key, or `checkpoint_messages` for a conversation turn. */
+  layer: Schema.String,
   ref: Schema.optional(Schema.String)
 }).annotations({ identifier: "Provenance" })
 
