@@ -1,5 +1,6 @@
 import * as Command from "@effect/cli/Command"
 import { Console, Context, Effect } from "effect"
+import { aggregateCommand, aggregateExamples } from "./AggregateCommand.ts"
 import { blocksCommand, blocksExamples } from "./BlocksCommand.ts"
 import { countCommand, countExamples, modelsCommand, modelsExamples } from "./BudgetCommands.ts"
 import { compileCommand, compileExamples, previewCommand, previewExamples } from "./CompileCommands.ts"
@@ -39,7 +40,8 @@ const subcommands = [
   ownConsole(replayCommand),
   ownConsole(sessionsCommand),
   ownConsole(tasksCommand),
-  ownConsole(memoryCommand)
+  ownConsole(memoryCommand),
+  ownConsole(aggregateCommand)
 ] as const
 
 const commands: ReadonlyArray<CommandHelp> = [
@@ -51,7 +53,8 @@ const commands: ReadonlyArray<CommandHelp> = [
   { command: subcommands[5], examples: replayExamples },
   { command: subcommands[6], examples: sessionsExamples, subcommands: sessionsSubcommands },
   { command: subcommands[7], examples: tasksExamples, subcommands: tasksSubcommands },
-  { command: subcommands[8], examples: memoryExamples, subcommands: memorySubcommands }
+  { command: subcommands[8], examples: memoryExamples, subcommands: memorySubcommands },
+  { command: subcommands[9], examples: aggregateExamples }
 ]
 
 const rootExamples: ReadonlyArray<Example> = [

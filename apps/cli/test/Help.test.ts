@@ -18,7 +18,8 @@ const commands = [
   "replay",
   "sessions",
   "tasks",
-  "memory"
+  "memory",
+  "aggregate"
 ] as const
 const subcommands = [
   ["sessions", "list"],
