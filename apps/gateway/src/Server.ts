@@ -15,6 +15,7 @@
 import { createServer } from "node:http"
 import { resolve } from "node:path"
 import * as Controller from "@ctxo/agent/Controller"
+import * as KnowledgeIndex from "@ctxo/agent/KnowledgeIndex"
 import * as Memory from "@ctxo/agent/Memory"
 import * as ModelClient from "@ctxo/agent/ModelClient"
 import * as SessionEvents from "@ctxo/agent/SessionEvents"
@@ -24,6 +25,7 @@ import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import * as Compile from "@ctxo/compiler/Compile"
 import * as CompileCache from "@ctxo/compiler/CompileCache"
 import * as Summarizer from "@ctxo/history/Summarizer"
+import * as Embedder from "@ctxo/retrieval/Embedder"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpApiScalar from "@effect/platform/HttpApiScalar"
@@ -35,7 +37,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Effect, Layer, Option, Stream } from "effect"
+import { Config, Effect, Layer, Option, Stream } from "effect"
 import {
   boundErrorBody,
   clip,
@@ -426,9 +428,16 @@ export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | Tur
       )
       // One event bus for the process (its subscribers see every tenant's sessions, told apart by
       // each event's `scope`); the controller publishes on it.
+      // Each data root's knowledge index (hybrid with embeddings when CTXO_EMBEDDING_MODEL is set).
+      const embedding = yield* Config.option(Config.string("CTXO_EMBEDDING_MODEL"))
+      const knowledge = Option.isNone(embedding)
+        ? KnowledgeIndex.layer()
+        : Layer.unwrapEffect(
+            Effect.map(Embedder.Embedder, (embedder) => KnowledgeIndex.layer({ embedder }))
+          ).pipe(Layer.provide(Embedder.layerOpenAIConfig))
       return Layer.provideMerge(
         Layer.mergeAll(TurnEngine.layer, Controller.layer, persistence),
-        Layer.provideMerge(memory, Layer.mergeAll(base, seams, SessionEvents.layer))
+        Layer.provideMerge(Layer.merge(memory, knowledge), Layer.mergeAll(base, seams, SessionEvents.layer))
       )
     })
   ).pipe(Layer.orDie)

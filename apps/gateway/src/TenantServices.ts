@@ -69,6 +69,8 @@ export const layer: Layer.Layer<
       updateMemory: (id, update) => Effect.flatMap(store, (s) => s.updateMemory(id, update)),
       readGlobalMemory: Effect.flatMap(store, (s) => s.readGlobalMemory),
       updateGlobalMemory: (update) => Effect.flatMap(store, (s) => s.updateGlobalMemory(update)),
+      readKnowledgeIndex: Effect.flatMap(store, (s) => s.readKnowledgeIndex),
+      writeKnowledgeIndex: (text) => Effect.flatMap(store, (s) => s.writeKnowledgeIndex(text)),
       listDistributions: Effect.flatMap(store, (s) => s.listDistributions),
       putDistribution: (distribution) => Effect.flatMap(store, (s) => s.putDistribution(distribution)),
       cleanTemporaryFiles: Effect.flatMap(store, (s) => s.cleanTemporaryFiles)

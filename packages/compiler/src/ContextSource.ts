@@ -6,7 +6,7 @@
 import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import type { Summary } from "@ctxo/history/Message"
-import { Effect, Either } from "effect"
+import { Context, Effect, Either } from "effect"
 import { InvalidContextKey, type UnresolvedReference } from "./CompilerErrors.ts"
 import type { Manifest } from "./Manifest.ts"
 import type { ContextUnit } from "./Sources.ts"
@@ -24,6 +24,27 @@ export interface CollectRequest {
   readonly rank: Ranker
 }
 
+/**
+ * A data root's persistent knowledge index (`@ctxo/agent/KnowledgeIndex`): given a session's
+ * knowledge files with their units and the query, the unit ids most relevant first. It is kept in
+ * step with the files (only what changed is indexed again) and saved, so a restart indexes nothing.
+ * Without one, knowledge is ranked by the compile's own ranker.
+ */
+export class KnowledgeIndex extends Context.Tag("@ctxo/compiler/KnowledgeIndex")<
+  KnowledgeIndex,
+  {
+    readonly rank: (request: {
+      readonly sessionId: string
+      readonly query: string
+      readonly files: ReadonlyArray<{
+        readonly path: string
+        readonly content: string
+        readonly units: ReadonlyArray<ContextUnit>
+      }>
+    }) => Effect.Effect<ReadonlyArray<string>>
+  }
+>() {}
+
 /** A memory a compile may draw on (`@ctxo/agent/Memory`): L2 of the session, L3 and L4. */
 export interface MemoryItem {
   readonly id: string
@@ -36,6 +57,8 @@ export interface MemoryItem {
 
 export interface CollectContext extends CollectRequest {
   readonly sessionId: string
+  /** The data root's knowledge index, when the caller has one. */
+  readonly knowledgeIndex?: KnowledgeIndex["Type"]
   /** Memories the caller holds for this session (none: no memory source). */
   readonly memory: ReadonlyArray<MemoryItem>
   /** Turns of this session still in the history's view (a memory of one of them is not needed). */
@@ -162,8 +185,19 @@ const byRelevance = (c: CollectContext, units: ReadonlyArray<ContextUnit>): Read
     c.query,
     units.map((u) => ({ id: u.id, text: u.text }))
   )
+  return inRankOrder(
+    units,
+    ranked.map((r) => r.id)
+  )
+}
+
+/** Units whose ids are ranked first (in that order), the rest after in their given order; each with its position. */
+const inRankOrder = (
+  units: ReadonlyArray<ContextUnit>,
+  ranked: ReadonlyArray<string>
+): ReadonlyArray<ContextUnit> => {
   if (ranked.length === 0) return units
-  const position = new Map(ranked.map((r, i) => [r.id, i]))
+  const position = new Map(ranked.map((id, i) => [id, i]))
   return units
     .map((u, i) => ({ u: { ...u, position: i }, p: position.get(u.id) ?? ranked.length + i }))
     .sort((a, b) => a.p - b.p)
@@ -179,6 +213,7 @@ export const knowledgeSource: ContextSource = {
   collect: (c) =>
     Effect.gen(function* () {
       const units: Array<ContextUnit> = []
+      const files: Array<{ path: string; content: string; units: ReadonlyArray<ContextUnit> }> = []
       for (const entry of c.manifest.knowledge) {
         const paths = isGlob(entry.path) ? c.sessionFiles.filter(globMatcher(entry.path)) : [entry.path]
         if (paths.length === 0) c.warn(`knowledge ${entry.path}: no file matches`)
@@ -186,10 +221,16 @@ export const knowledgeSource: ContextSource = {
         for (const [i, path] of paths.entries()) {
           // Only a named block needs the sidecar (a short id, or an old name of a renamed heading).
           const sidecar = entry.block === undefined ? undefined : yield* c.readSidecar("session", path)
-          units.push(...(yield* fromEither(c.knowledgeUnits(path, texts[i]!, entry.block, sidecar))))
+          const fileUnits = yield* fromEither(c.knowledgeUnits(path, texts[i]!, entry.block, sidecar))
+          units.push(...fileUnits)
+          // The index holds whole files; a file named for one block is ranked like the rest.
+          if (entry.block === undefined) files.push({ path, content: texts[i]!, units: fileUnits })
         }
       }
-      return byRelevance(c, units)
+      if (c.knowledgeIndex === undefined || c.query.trim() === "" || units.length < 2 || files.length === 0)
+        return byRelevance(c, units)
+      const ranked = yield* c.knowledgeIndex.rank({ sessionId: c.sessionId, query: c.query, files })
+      return inRankOrder(units, ranked)
     })
 }
 

@@ -55,6 +55,7 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
     })
   let distributions: ReadonlyArray<Distribution> = []
   let globalMemory: ReadonlyArray<MemoryEntry> = []
+  let knowledgeIndex: string | undefined
   const key = `${root}#${instances++}`
   const withSessionLock = sessionLocks(key)
   const sessionOf = (id: string) =>
@@ -213,6 +214,11 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
       Effect.sync(() => {
         globalMemory = update(globalMemory)
         return globalMemory
+      }),
+    readKnowledgeIndex: Effect.sync(() => knowledgeIndex),
+    writeKnowledgeIndex: (text) =>
+      Effect.sync(() => {
+        knowledgeIndex = text
       }),
     listDistributions: Effect.sync(() => distributions),
     putDistribution: (distribution) =>

@@ -32,8 +32,15 @@ export const DISTRIBUTIONS_FILE = "distributions.json"
 export const MAX_DISTRIBUTIONS = 1000
 /** Memory beyond a session: the agent-level (L3) and global (L4) entries (`MemoryEntry`). */
 export const GLOBAL_MEMORY_FILE = "memory.json"
+/** The data root's knowledge index (`@ctxo/agent/KnowledgeIndex`), saved so a restart indexes nothing. */
+export const KNOWLEDGE_INDEX_FILE = "knowledge-index.json"
 /** Files at the top of the root that only the store writes and no session may read. */
-export const ROOT_INDEX_FILES: ReadonlyArray<string> = [INDEX_FILE, DISTRIBUTIONS_FILE, GLOBAL_MEMORY_FILE]
+export const ROOT_INDEX_FILES: ReadonlyArray<string> = [
+  INDEX_FILE,
+  DISTRIBUTIONS_FILE,
+  GLOBAL_MEMORY_FILE,
+  KNOWLEDGE_INDEX_FILE
+]
 export const isRootIndexFile = (name: string): boolean => ROOT_INDEX_FILES.includes(name)
 export const HISTORY_FILE = "messages.json"
 export const MANIFEST_FILE = "context-config.json"

@@ -8,6 +8,7 @@
  *                                            without the last three read as active, no metadata)
  *   <root>/distributions.json                the latest task distributions (`Distribution`)
  *   <root>/memory.json                       agent-level (L3) and global (L4) memory (`MemoryEntry`)
+ *   <root>/knowledge-index.json              the knowledge index, derived from the sessions' files
  *   <root>/<sessionId>/...                   context-config.json, messages.json, tool-results/,
  *                                            tasks.json (its tasks, `Task`), memory.json (its
  *                                            L2 memory and L1 overrides, `MemoryEntry`), any file
@@ -54,6 +55,7 @@ import {
   isHistoryFile,
   isRootIndexFile,
   isTempFile,
+  KNOWLEDGE_INDEX_FILE,
   MAX_DISTRIBUTIONS,
   MEMORY_FILE,
   TASKS_FILE,
@@ -225,6 +227,10 @@ export interface Service {
   readonly updateGlobalMemory: (
     update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
   ) => Effect.Effect<ReadonlyArray<MemoryEntry>, StoreError>
+
+  /** The saved knowledge index of the data root (derived data: the retrieval package's snapshot). */
+  readonly readKnowledgeIndex: Effect.Effect<string | undefined, StoreError>
+  readonly writeKnowledgeIndex: (text: string) => Effect.Effect<void, StoreError>
 
   /** Removes temporary files that interrupted writes left; the number removed. */
   readonly cleanTemporaryFiles: Effect.Effect<number, StoreError>
@@ -766,6 +772,16 @@ export const makeUnsafe = (rootDir: string): Service => {
             yield* writeAt(base, base, GLOBAL_MEMORY_FILE, jsonText(after), (real) => real === base)
           return after
         })
+      ),
+    readKnowledgeIndex: Effect.gen(function* () {
+      const base = yield* ready
+      const file = join(base, KNOWLEDGE_INDEX_FILE)
+      const read = yield* attempt(file, "read", () => readInside(file, (real) => dirname(real) === base))
+      return read._tag === "Read" ? read.text : undefined
+    }),
+    writeKnowledgeIndex: (text) =>
+      Effect.flatMap(ready, (base) =>
+        writeAt(base, base, KNOWLEDGE_INDEX_FILE, text, (real) => real === base)
       ),
     listDistributions: readDistributions,
     putDistribution: (distribution) =>

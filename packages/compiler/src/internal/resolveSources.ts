@@ -10,13 +10,13 @@ import type { HistoryView } from "@ctxo/history/HistoryView"
 import type { HistoryDocument } from "@ctxo/history/Message"
 import { emptyHistory } from "@ctxo/history/Message"
 import type { Turn } from "@ctxo/history/Turns"
-import { Effect, Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import type { CompileOptions } from "../Compile.ts"
 import * as CompileCache from "../CompileCache.ts"
 import type { InvalidContextKey, InvalidManifest } from "../CompilerErrors.ts"
 import { UnresolvedReference } from "../CompilerErrors.ts"
 import type { CollectRequest } from "../ContextSource.ts"
-import { collectAll, defaultSources } from "../ContextSource.ts"
+import { collectAll, defaultSources, KnowledgeIndex } from "../ContextSource.ts"
 import type { Manifest } from "../Manifest.ts"
 import { parseManifest } from "../Manifest.ts"
 import type { ContextUnit } from "../Sources.ts"
@@ -129,6 +129,7 @@ export const resolveSources = (
     const notOffered = view.turns.slice(0, view.turns.length - turns.length).map((t) => t.turn)
 
     const sessionFiles = yield* ws.list("session", sid)
+    const knowledgeIndex = Option.getOrUndefined(yield* Effect.serviceOption(KnowledgeIndex))
     const collect = (request: CollectRequest) =>
       collectAll(options.sources ?? defaultSources, {
         ...request,
@@ -136,6 +137,7 @@ export const resolveSources = (
         manifest,
         sessionFiles,
         memory: options.memory ?? [],
+        ...(knowledgeIndex === undefined ? {} : { knowledgeIndex }),
         liveTurns: new Set(view.turns.map((t) => t.turn)),
         summaries: view.summaries,
         read: readRequired,
