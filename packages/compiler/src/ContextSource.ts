@@ -1,7 +1,12 @@
 /**
- * Collectors behind one interface (seed 003 ContextSource, seed 001 ContextCollector): each reads
- * what it needs through the collect context and returns units of one `__context` key. The
- * formatting is in `Sources` (pure); a key that does not end in `__context` is refused.
+ * Collectors behind one interface (seed 003 ContextSource, seed 001 ContextCollector). The seed's
+ * `collect(query, token_budget, token_counter) -> blocks` is here `collect(context)`: the context
+ * carries the query (`query`), the source's guaranteed budget (`budgetOf`), the counter
+ * (`counter`) and a ranker (`rank`), with what the source may read; it returns units of one
+ * `__context` key, most wanted first, each with its provenance (`ref`), its priority and, where
+ * relevance chose it, its place in document order (`position`). Their tokens are counted by the
+ * compile with the provider's framing, so what the budget fits is what is sent. The formatting is in
+ * `Sources` (pure); a key that does not end in `__context` is refused.
  */
 import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import type { Counter } from "@ctxo/budget/Tokenizer"
@@ -276,6 +281,7 @@ export const memorySource: ContextSource = {
             key: m.level === "L2" ? "important_memory__context" : "memory__context",
             id: m.id,
             ref: `${m.level}: ${where}`,
+            priority: Math.round(m.importance * 100),
             text: `[${m.level} memory, from ${where}]\n${m.text}`
           }
         ]
@@ -352,9 +358,10 @@ export const skillsSource: ContextSource = {
           if (s !== undefined) take(s, "relevant to the input")
         }
       }
-      return wanted.map(({ skill }) => ({
+      return wanted.map(({ skill, why }) => ({
         key: "skills__context",
         position: skills.indexOf(skill),
+        priority: why === "relevant to the input" ? 0 : 1,
         id: `skill:${skill.name}`,
         ref: skill.file,
         text: `## Skill: ${skill.name}\n\n${skill.text}`

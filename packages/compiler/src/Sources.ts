@@ -23,6 +23,11 @@ export interface ContextUnit {
    * where it stands, so the request's prefix stays the same while the same units are kept.
    */
   readonly position?: number
+  /**
+   * How much the source wants it kept when the final exact count must drop something (higher is
+   * kept longer; default 0): a memory's importance, a skill called by name over a relevant one.
+   */
+  readonly priority?: number
 }
 
 /**

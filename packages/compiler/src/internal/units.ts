@@ -229,7 +229,8 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
       hash: cache.unitHash(u),
       tokens: contextCache.get(u) ?? framedOnce(u),
       ...(u.ref ? { ref: u.ref } : {}),
-      ...(u.position === undefined ? {} : { position: u.position })
+      ...(u.position === undefined ? {} : { position: u.position }),
+      ...(u.priority === undefined ? {} : { priority: u.priority })
     }),
     note: (key, id, text, source) => ({
       kind: "context",
