@@ -111,21 +111,43 @@ export const settings = Config.all({
   })
 })
 
+/**
+ * A setting whose value is a JSON object: unset or blank gives `empty`; otherwise the object's
+ * entries go to `parse`, and any problem is the variable's one-sentence error.
+ */
+const jsonObjectConfig = <A>(
+  name: string,
+  expected: string,
+  empty: A,
+  parse: (
+    entries: ReadonlyArray<[string, unknown]>,
+    invalid: (reason: string) => Either.Either<never, ConfigError.ConfigError>
+  ) => Either.Either<A, ConfigError.ConfigError>
+) =>
+  Config.option(Config.string(name)).pipe(
+    Config.mapOrFail((text): Either.Either<A, ConfigError.ConfigError> => {
+      if (Option.isNone(text) || text.value.trim() === "") return Either.right(empty)
+      const invalid = (reason: string) => Either.left(ConfigError.InvalidData([name], reason))
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(text.value)
+      } catch (e) {
+        return invalid(`not JSON (${(e as Error).message})`)
+      }
+      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+        return invalid(`expected ${expected}`)
+      return parse(Object.entries(parsed), invalid)
+    })
+  )
+
 /** `CTXO_UPSTREAMS`: `{ "<prefix>": { "baseUrl", "apiKeyEnv"?, "keepPrefix"? } }`, each key read from its variable. */
-const upstreamsConfig = Config.option(Config.string("CTXO_UPSTREAMS")).pipe(
-  Config.mapOrFail((text): Either.Either<ReadonlyArray<NamedUpstream>, ConfigError.ConfigError> => {
-    if (Option.isNone(text) || text.value.trim() === "") return Either.right([])
-    const invalid = (reason: string) => Either.left(ConfigError.InvalidData(["CTXO_UPSTREAMS"], reason))
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text.value)
-    } catch (e) {
-      return invalid(`not JSON (${(e as Error).message})`)
-    }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-      return invalid('expected { "<provider>": { "baseUrl": "...", "apiKeyEnv": "..." } }')
+const upstreamsConfig = jsonObjectConfig<ReadonlyArray<NamedUpstream>>(
+  "CTXO_UPSTREAMS",
+  '{ "<provider>": { "baseUrl": "...", "apiKeyEnv": "..." } }',
+  [],
+  (entries, invalid) => {
     const out: Array<NamedUpstream> = []
-    for (const [name, value] of Object.entries(parsed)) {
+    for (const [name, value] of entries) {
       const u = value as { baseUrl?: unknown; apiKeyEnv?: unknown; keepPrefix?: unknown } | null
       if (typeof u?.baseUrl !== "string" || !/^https?:\/\//.test(u.baseUrl))
         return invalid(`${name}.baseUrl must be an http(s) URL`)
@@ -142,27 +164,20 @@ const upstreamsConfig = Config.option(Config.string("CTXO_UPSTREAMS")).pipe(
       })
     }
     return Either.right(out)
-  })
+  }
 )
 
 /** `CTXO_BUDGET_SHARES`: `{ "<source>": <fraction 0..1> }`, or an error naming the source and its value. */
-const sharesConfig = Config.option(Config.string("CTXO_BUDGET_SHARES")).pipe(
-  Config.mapOrFail((text): Either.Either<Record<string, number> | undefined, ConfigError.ConfigError> => {
-    if (Option.isNone(text) || text.value.trim() === "") return Either.right(undefined)
-    const invalid = (reason: string) => Either.left(ConfigError.InvalidData(["CTXO_BUDGET_SHARES"], reason))
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text.value)
-    } catch (e) {
-      return invalid(`not JSON (${(e as Error).message})`)
-    }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-      return invalid('expected { "<source>": <share from 0 to 1> }, e.g. { "knowledge": 0.2 }')
-    for (const [source, share] of Object.entries(parsed))
+const sharesConfig = jsonObjectConfig<Record<string, number> | undefined>(
+  "CTXO_BUDGET_SHARES",
+  '{ "<source>": <share from 0 to 1> }, e.g. { "knowledge": 0.2 }',
+  undefined,
+  (entries, invalid) => {
+    for (const [source, share] of entries)
       if (typeof share !== "number" || !(share >= 0 && share <= 1))
         return invalid(`${source}: ${JSON.stringify(share)} is not a share from 0 to 1`)
-    return Either.right(parsed as Record<string, number>)
-  })
+    return Either.right(Object.fromEntries(entries) as Record<string, number>)
+  }
 )
 
 /** `CTXO_LOCAL_MODEL_SCRIPT`: the file's replies, or an error naming the file and the problem. */

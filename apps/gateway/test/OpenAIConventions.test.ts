@@ -424,6 +424,23 @@ describe("configuration", () => {
       rmSync(dir, { recursive: true, force: true })
     }
   })
+
+  it("reads CTXO_BUDGET_SHARES and the memory settings, and names a bad share", async () => {
+    const settings = await settingsOf({
+      CTXO_BUDGET_SHARES: JSON.stringify({ knowledge: 0.2, tools: 0 }),
+      CTXO_MEMORY_L2_MS: "3600000",
+      CTXO_MEMORY_PERSIST_MS: "0"
+    })
+    expect(settings.budgetShares).toEqual({ knowledge: 0.2, tools: 0 })
+    expect(settings.memory?.ttl.L2).toBe(3_600_000)
+    expect(settings.memory?.persistMs).toBe(0)
+    const bad = await load({ CTXO_BUDGET_SHARES: JSON.stringify({ knowledge: 2 }) })
+    expect(String(bad._tag === "Left" ? bad.left : "")).toMatch(
+      /CTXO_BUDGET_SHARES.*knowledge: 2 is not a share from 0 to 1/
+    )
+    const notObject = await load({ CTXO_BUDGET_SHARES: "[0.2]" })
+    expect(String(notObject._tag === "Left" ? notObject.left : "")).toMatch(/CTXO_BUDGET_SHARES.*expected \{/)
+  })
 })
 
 describe("the local model", () => {
