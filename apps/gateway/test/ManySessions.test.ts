@@ -13,7 +13,7 @@ import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import { Effect, Option, Redacted } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, createSession, startGateway } from "./harness.ts"
+import { call, chatEvents, createSession, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -28,28 +28,6 @@ afterAll(() => gw.close())
 const api = HttpApiClient.make(Api)
 
 /** A JSON request as any client sends it: the status and the parsed body. */
-const call = async (
-  g: Gateway,
-  method: string,
-  path: string,
-  body?: unknown,
-  headers: Record<string, string> = {}
-) => {
-  const response = await fetch(`${g.baseUrl}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  // biome-ignore lint/suspicious/noExplicitAny: the tests read answers of many shapes
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: response.status, json, text, contentType: response.headers.get("content-type") }
-}
 
 const historyText = (sid: string) => {
   try {

@@ -4,7 +4,7 @@
  * persist request, 404s naming the entry, and tenants kept apart.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, createSession, startGateway } from "./harness.ts"
+import { call, chatEvents, createSession, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -13,29 +13,6 @@ beforeAll(async () => {
   gw = await startGateway()
 })
 afterAll(() => gw.close())
-
-const call = async (
-  g: Gateway,
-  method: string,
-  path: string,
-  body?: unknown,
-  headers: Record<string, string> = {}
-) => {
-  const response = await fetch(`${g.baseUrl}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  // biome-ignore lint/suspicious/noExplicitAny: the tests read answers of many shapes
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: response.status, json, text }
-}
 
 const chat = async (g: Gateway, sid: string, message: string) => {
   const r = await g.run(chatEvents(sid, { message }))

@@ -98,3 +98,27 @@ export const createSession = async (gw: { readonly baseUrl: string }, id: string
   expect(response.status, await response.text()).toBe(201)
   return id
 }
+
+/** A JSON request as any client sends it: the status, the parsed body (when it is JSON) and the text. */
+export const call = async (
+  gw: { readonly baseUrl: string },
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {}
+) => {
+  const response = await fetch(`${gw.baseUrl}${path}`, {
+    method,
+    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+  const text = await response.text()
+  // biome-ignore lint/suspicious/noExplicitAny: the tests read answers of many shapes
+  let json: any
+  try {
+    json = JSON.parse(text)
+  } catch {
+    json = undefined
+  }
+  return { status: response.status, json, text, contentType: response.headers.get("content-type") }
+}
