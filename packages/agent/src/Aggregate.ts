@@ -460,8 +460,10 @@ export const contextText = (sessions: ReadonlyArray<string>, blocks: ReadonlyArr
   for (const s of sessions) groups.set(s, [])
   for (const b of blocks) groups.get(b.provenance[0]!.session)?.push(b)
   const named = [...groups].filter(([, list]) => list.length > 0)
+  // Every session a kept block came from (a block stands under the first of its sessions only).
+  const from = sessions.filter((s) => blocks.some((b) => b.provenance.some((p) => p.session === s)))
   return [
-    `Context from ${named.length === 1 ? "session" : "sessions"} ${named.map(([s]) => s).join(", ")} for the question below; each block names the session, memory level and source it comes from.`,
+    `Context from ${from.length === 1 ? "session" : "sessions"} ${from.join(", ")} for the question below; each block names the sessions, memory levels and sources it comes from.`,
     ...named.map(([session, list]) => [`## Session ${session}`, ...list.map(sectionOf)].join("\n\n"))
   ].join("\n\n")
 }

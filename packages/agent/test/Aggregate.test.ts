@@ -369,6 +369,31 @@ describe("Aggregate: the pure stages", () => {
     expect(ranked.map((b) => b.content)).toEqual(["the answer is here", "two", "one"])
   })
 
+  it("groups kept blocks under their first session, each headed with every provenance", () => {
+    const ranked = Aggregate.rankBlocks(
+      Aggregate.mergeBlocks([
+        [{ content: "shared fact", provenance: p("a", "k1") }],
+        [
+          {
+            content: "shared fact",
+            provenance: { ...p("b", "turn-2", "recent_history"), level: "L1" as const }
+          },
+          { content: "b only", provenance: p("b", "k2") }
+        ]
+      ]),
+      "",
+      () => []
+    )
+    const text = Aggregate.contextText(["a", "b", "c"], ranked)
+    expect(text).toBe(
+      [
+        "Context from sessions a, b for the question below; each block names the sessions, memory levels and sources it comes from.",
+        "## Session a\n\n### From a · knowledge · k1; b · L1 · recent_history · turn-2\nshared fact",
+        "## Session b\n\n### From b · knowledge · k2\nb only"
+      ].join("\n\n")
+    )
+  })
+
   it("says which level a block of a session's compile is", () => {
     const base = { source: "x", status: "included" as const, tokens: 1, text: "t", content: "t" }
     expect(Aggregate.levelOf({ ...base, kind: "context", layer: "memory__context", id: "L4:ab" })).toBe("L4")
