@@ -71,7 +71,8 @@ const layerOn = (root: string, models: Option.Option<string>) => {
     Summarizer.layerDeterministic,
     CompileCache.layer
   ).pipe(Layer.provideMerge(Store.layer(root)))
-  return Layer.mergeAll(TurnEngine.layer, Memory.layer()).pipe(Layer.provideMerge(base))
+  // The engine draws on memory in each session's compile, as the gateway's does.
+  return TurnEngine.layer.pipe(Layer.provideMerge(Memory.layer()), Layer.provideMerge(base))
 }
 
 const provenanceText = (p: Aggregate.Provenance) =>

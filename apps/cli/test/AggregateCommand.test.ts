@@ -3,7 +3,7 @@
  * kept and dropped with their provenance, tokens against the budget), `--json` with the whole
  * answer, an ended session skipped, and refusals in one line with exit code 1.
  */
-import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -101,6 +101,48 @@ describe("ctxo aggregate", () => {
     expect(run.stdout).toMatch(/· 1 of 2 sessions$/m)
     expect(run.stdout).toMatch(/^ {2}notebook-physics +skipped \(ended\): Session notebook-physics is ended/m)
     expect(run.stdout).not.toMatch(/notebook-physics · /)
+  })
+
+  it("draws on the data root's memory in each session's build, and says where a memory comes from", async () => {
+    const data = dataCopy()
+    const now = new Date().toISOString()
+    writeFileSync(
+      join(data, "memory.json"),
+      JSON.stringify([
+        {
+          id: "L3:00000000000000aa",
+          level: "L3",
+          text: "User: Please remember: the login fix ships in v2.4 on 2026-12-01.\nAssistant: Noted.",
+          importance: 0.65,
+          reasons: ["aggregated from L2 across sessions"],
+          sources: [{ session: "elsewhere", turn: 4 }],
+          createdAt: now,
+          updatedAt: now
+        }
+      ])
+    )
+    const run = await ctxo([
+      "aggregate",
+      "--data",
+      data,
+      "--sessions",
+      both,
+      "--query",
+      "When does the login fix ship?",
+      "--json"
+    ])
+    expect(run.code).toBe(0)
+    const answer = JSON.parse(run.stdout)
+    const memory = answer.blocks.find((b: { level?: string }) => b.level === "L3")
+    expect(memory).toMatchObject({
+      session: "code-agent-auth",
+      sessions: ["code-agent-auth", "notebook-physics"]
+    })
+    expect(memory.provenance.map((p: { unit: string }) => p.unit)).toEqual([
+      "L3:00000000000000aa",
+      "L3:00000000000000aa"
+    ])
+    expect(answer.blocks[0].id).toBe(memory.id)
   })
 
   it("refuses an unknown session, an empty list or an empty query in one line (exit 1)", async () => {

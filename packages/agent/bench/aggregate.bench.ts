@@ -89,7 +89,8 @@ const base = Layer.mergeAll(
   CompileCache.layer
 )
 const runtime = ManagedRuntime.make(
-  Layer.mergeAll(TurnEngine.layer, Memory.layer()).pipe(Layer.provideMerge(base))
+  // The engine draws on memory in each compile, as a gateway's does.
+  TurnEngine.layer.pipe(Layer.provideMerge(Memory.layer()), Layer.provideMerge(base))
 )
 
 const baseline = Effect.gen(function* () {
