@@ -11,7 +11,7 @@ import { Api } from "@ctxo/api/Api"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, createSession, exampleData, startGateway } from "./harness.ts"
+import { call, chatEvents, createSession, exampleData, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -20,29 +20,6 @@ beforeAll(async () => {
   gw = await startGateway()
 })
 afterAll(() => gw.close())
-
-const call = async (
-  g: Gateway,
-  method: string,
-  path: string,
-  body?: unknown,
-  headers: Record<string, string> = {}
-) => {
-  const response = await fetch(`${g.baseUrl}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  // biome-ignore lint/suspicious/noExplicitAny: the tests read answers of many shapes
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: response.status, json, text }
-}
 
 /** One chat turn; the model answers `answer` (scripted) or its local echo. */
 const chat = async (g: Gateway, sid: string, message: string, answer?: string) => {
