@@ -22,9 +22,8 @@ import { createHash } from "node:crypto"
 import type { MemoryItem } from "@ctxo/compiler/ContextSource"
 import { decodeHistoryText } from "@ctxo/history/HistoryFormat"
 import { importanceOf, PROMOTION_THRESHOLD } from "@ctxo/history/Importance"
-import type { HistoryDocument, Message } from "@ctxo/history/Message"
-import { textOf } from "@ctxo/history/Message"
-import { type Turn, turnsOf } from "@ctxo/history/Turns"
+import type { HistoryDocument } from "@ctxo/history/Message"
+import { type Turn, turnsOf, turnWords } from "@ctxo/history/Turns"
 import { HISTORY_FILE } from "@ctxo/store/Paths"
 import type { MemoryEntry, MemoryLevel } from "@ctxo/store/Records"
 import { Store } from "@ctxo/store/Store"
@@ -116,15 +115,9 @@ export class Memory extends Context.Tag("@ctxo/agent/Memory")<Memory, Service>()
 const hash16 = (text: string) => createHash("sha256").update(text).digest("hex").slice(0, 16)
 const normalized = (text: string) => text.toLowerCase().replace(/\s+/g, " ").trim()
 
-/** A turn as memory text: the user's words and the assistant's (no tool traffic). */
+/** A turn as memory text: its words (`turnWords`), cut to `maxText`. */
 export const turnMemoryText = (turn: Turn, maxText: number = defaultSettings.maxText): string => {
-  const text = turn.messages
-    .flatMap((m: Message) => {
-      if (m.role !== "user" && m.role !== "assistant") return []
-      const t = textOf(m).trim()
-      return t === "" ? [] : [`${m.role === "user" ? "User" : "Assistant"}: ${t}`]
-    })
-    .join("\n")
+  const text = turnWords(turn)
   return text.length <= maxText ? text : `${text.slice(0, maxText - 1)}…`
 }
 
@@ -154,19 +147,38 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     const store = yield* Store
     const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
+    // A session's finished turns, decoded once per history text (the store hands back the same
+    // string while the file is unchanged), and each turn's importance once per turn.
+    const decoded = new Map<string, { readonly text: string; readonly turns: ReadonlyArray<Turn> }>()
+    const scored = new WeakMap<Turn, ReturnType<typeof importanceOf>>()
+    const importance = (turn: Turn) => {
+      let score = scored.get(turn)
+      if (score === undefined) {
+        score = importanceOf(turn)
+        scored.set(turn, score)
+      }
+      return score
+    }
     const turnsOfSession = (sessionId: string) =>
       Effect.gen(function* () {
         const text = yield* store.readHistory(sessionId)
         if (text === undefined) return [] as ReadonlyArray<Turn>
+        const key = `${yield* store.scope}\u0000${sessionId}`
+        const hit = decoded.get(key)
+        if (hit !== undefined && hit.text === text) return hit.turns
         const doc: HistoryDocument = yield* Effect.mapError(
           decodeHistoryText(text, `${sessionId}/${HISTORY_FILE}`),
           (e) => new HistoryUnreadable({ sessionId, reason: e.message })
         )
-        return turnsOf(doc.messages.filter((m) => m.meta.kind !== "summary")).filter((t) => t.finished)
+        const turns = turnsOf(doc.messages.filter((m) => m.meta.kind !== "summary")).filter((t) => t.finished)
+        decoded.delete(key)
+        decoded.set(key, { text, turns })
+        if (decoded.size > 256) decoded.delete(decoded.keys().next().value!)
+        return turns
       })
 
     const l2EntryOf = (sessionId: string, turn: Turn, at: string, pinned: boolean): MemoryEntry => {
-      const { score, reasons } = importanceOf(turn)
+      const { score, reasons } = importance(turn)
       return {
         id: l2Id(sessionId, turn.turn),
         level: "L2",
@@ -187,7 +199,7 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
         const entries = yield* store.updateMemory(sessionId, (current) => {
           const known = new Set(current.map((e) => e.id))
           const due = turns.filter(
-            (t) => !known.has(l2Id(sessionId, t.turn)) && importanceOf(t).score > settings.threshold
+            (t) => !known.has(l2Id(sessionId, t.turn)) && importance(t).score > settings.threshold
           )
           return due.length === 0
             ? current
@@ -209,7 +221,7 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
           .map((t): MemoryView => {
             const id = l1Id(sessionId, t.turn)
             const o = overrides.get(id)
-            const { score, reasons } = importanceOf(t)
+            const { score, reasons } = importance(t)
             const entry: MemoryEntry = {
               id,
               level: "L1",

@@ -23,9 +23,8 @@
  */
 import type { UnitLedger } from "@ctxo/budget/BudgetReport"
 import { contentHash } from "@ctxo/budget/Fit"
-import { textOf } from "@ctxo/history/Message"
 import type { Turn } from "@ctxo/history/Turns"
-import { turnsOf } from "@ctxo/history/Turns"
+import { turnsOf, turnWords } from "@ctxo/history/Turns"
 import type { CompileResult } from "./Compile.ts"
 import { budgetSourceOf } from "./internal/units.ts"
 import { renderReAct } from "./Render.ts"
@@ -62,18 +61,8 @@ export type IncludedBlock =
     })
   | (BlockBase & { readonly kind: "turn"; readonly layer: typeof CONVERSATION; readonly turn: Turn })
 
-/**
- * A turn's words: its input and the assistant's text, one `User: ` / `Assistant: ` line each, no
- * tool traffic. The form recalled turns (`recall__context`) and memories of turns are written in.
- */
-export const turnWords = (turn: Turn): string =>
-  turn.messages
-    .flatMap((m) => {
-      if (m.role !== "user" && m.role !== "assistant") return []
-      const text = textOf(m).trim()
-      return text === "" ? [] : [`${m.role === "user" ? "User" : "Assistant"}: ${text}`]
-    })
-    .join("\n")
+/** A turn's words (`@ctxo/history/Turns`), re-exported for the readers of included blocks. */
+export { turnWords }
 
 /** The provenance lines the compiler writes in front of memories and recalled turns. */
 const MEMORY_HEADER = /^\[L[1-4] memory, from [^\n]*\]\n/

@@ -27,6 +27,20 @@ export interface Turn {
   readonly finished: boolean
 }
 
+/**
+ * A turn's words: its input and the assistant's text, one `User: ` / `Assistant: ` line each, no
+ * tool traffic. The one form recalled turns (`recall__context`), memories of turns and aggregated
+ * turns are written in, so the same turn is the same text wherever it goes.
+ */
+export const turnWords = (turn: Turn): string =>
+  turn.messages
+    .flatMap((m) => {
+      if (m.role !== "user" && m.role !== "assistant") return []
+      const text = textOf(m).trim()
+      return text === "" ? [] : [`${m.role === "user" ? "User" : "Assistant"}: ${text}`]
+    })
+    .join("\n")
+
 /** Messages grouped by turn, in order. */
 export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
   const turns: Array<{ turn: number; messages: Array<Message>; finished: boolean }> = []

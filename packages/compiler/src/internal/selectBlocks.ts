@@ -35,8 +35,7 @@ import type { ModelInfo } from "@ctxo/budget/ModelRegistry"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import { leftOutTurnsNote, olderSummariesNote, reduceTurn } from "@ctxo/history/HistoryView"
 import type { Summary } from "@ctxo/history/Message"
-import { textOf } from "@ctxo/history/Message"
-import type { Turn } from "@ctxo/history/Turns"
+import { type Turn, turnWords } from "@ctxo/history/Turns"
 import { Either } from "effect"
 import type { CompileState } from "../Compile.ts"
 import type { Manifest } from "../Manifest.ts"
@@ -76,15 +75,9 @@ const NOTE_ID = "history-note"
 /** At most this many earlier turns are recalled into one request. */
 const MAX_RECALLED = 24
 
-/** What recall reads and shows of a turn: its input and the assistant's words (no tool traffic). */
-const recallTextOf = (t: Turn): string =>
-  t.messages
-    .flatMap((m) => {
-      if (m.role !== "user" && m.role !== "assistant") return []
-      const text = textOf(m).trim()
-      return text === "" ? [] : [`${m.role === "user" ? "User" : "Assistant"}: ${text}`]
-    })
-    .join("\n")
+/** What recall reads and shows of a turn: its words (input and the assistant's text, no tool traffic). */
+const recallTextOf = turnWords
+
 /** Fraction of the history grant a cut over summarized turns keeps (hysteresis). */
 const CUT_RATIO = 0.8
 
