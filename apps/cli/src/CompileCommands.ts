@@ -1,3 +1,5 @@
+import * as Memory from "@ctxo/agent/Memory"
+import { agentTools } from "@ctxo/agent/Tools"
 import * as TurnEngine from "@ctxo/agent/TurnEngine"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import type { CompileResult } from "@ctxo/compiler/Compile"
@@ -58,6 +60,8 @@ const run = (args: {
     engine.preview({
       sessionId: args.session,
       defaultModel: DEFAULT_MODEL,
+      // The agent's tools, as a chat turn offers them (on demand, counted).
+      tools: agentTools,
       ...Option.match(args.query, { onNone: () => ({}), onSome: (q) => ({ input: q }) }),
       ...Option.match(args.model, { onNone: () => ({}), onSome: (m) => ({ model: m }) }),
       ...(args.format === undefined ? {} : { format: args.format })
@@ -75,7 +79,9 @@ const run = (args: {
             // Never called: a preview compacts nothing.
             Summarizer.layerDeterministic,
             // A compile cache owned by the command: the same output as without one.
-            CompileCache.layer
+            CompileCache.layer,
+            // The memory levels, a source of every compile as in the gateway (read only here).
+            Memory.layer()
           ).pipe(Layer.provideMerge(Store.layer(args.data)))
         )
       )
