@@ -11,8 +11,8 @@
  */
 import type { ContextTooLong, InvalidCompletionRequest } from "@ctxo/agent/Completions"
 import type { DistributionConflict, InvalidControllerInput, TaskNotFound } from "@ctxo/agent/Controller"
-import type { HistoryUnreadable, MemoryEntryNotFound } from "@ctxo/agent/Memory"
 import type { IllegalTransition, SessionNotActive } from "@ctxo/agent/Lifecycle"
+import type { HistoryUnreadable, MemoryEntryNotFound } from "@ctxo/agent/Memory"
 import type { UpstreamError } from "@ctxo/agent/ModelClient"
 import type { InvalidToolResults } from "@ctxo/agent/TurnEngine"
 import type { Preview } from "@ctxo/api/Api"
