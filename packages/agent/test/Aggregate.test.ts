@@ -7,27 +7,12 @@
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import { chatMessagesOf } from "@ctxo/compiler/Compile"
-import * as Workspace from "@ctxo/compiler/Workspace"
-import * as HistoryStore from "@ctxo/history/HistoryStore"
-import type { HistoryDocument } from "@ctxo/history/Message"
-import * as Summarizer from "@ctxo/history/Summarizer"
-import { beginTurn, finishTurn } from "@ctxo/history/Turns"
 import * as MemoryStore from "@ctxo/store/MemoryStore"
-import * as Store from "@ctxo/store/Store"
+import type * as Store from "@ctxo/store/Store"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, type Layer } from "effect"
 import * as Aggregate from "../src/Aggregate.ts"
-import * as Memory from "../src/Memory.ts"
-import * as TurnEngine from "../src/TurnEngine.ts"
-
-const historyOf = (turns: ReadonlyArray<readonly [string, string]>): string => {
-  let doc: HistoryDocument = { format: "ctxo.history/v1", messages: [], compression: [] }
-  for (const [input, answer] of turns) {
-    const b = beginTurn(doc, { input })
-    doc = finishTurn(b.doc, b.turn, answer).doc
-  }
-  return JSON.stringify(doc)
-}
+import { historyOf, servicesOver } from "./services.ts"
 
 const SMALL = "test/small"
 const models = {
@@ -36,21 +21,7 @@ const models = {
   }
 }
 
-const layerOver = (store: Store.Service) => {
-  const base = Layer.mergeAll(
-    Layer.succeed(Store.Store, store),
-    Layer.succeed(HistoryStore.HistoryStore, HistoryStore.fromStore(store)),
-    Layer.succeed(Workspace.Workspace, Workspace.fromStore(store)),
-    Summarizer.layerDeterministic,
-    ModelRegistry.layer({ overrides: [{ origin: "test", config: models }] }),
-    Tokenizer.layer(),
-    TurnEngine.seamsLive
-  )
-  return TurnEngine.layer.pipe(
-    Layer.provideMerge(Layer.merge(Memory.layer(), base)),
-    Layer.provideMerge(base)
-  )
-}
+const layerOver = (store: Store.Service) => servicesOver(store, models)
 
 const shared = "# Deploys\n\nThe deploy window is Friday 18:00 UTC, after the freeze.\n"
 const manifest = JSON.stringify({ knowledge: [{ path: "notes.md" }] })

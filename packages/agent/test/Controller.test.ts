@@ -1,15 +1,4 @@
-/**
- * The controller of many sessions on a memory store with a live event bus: the lifecycle and its
- * events (a subscriber receives the end of a session), the turn engine refusing sessions that are
- * not active (a pause waits for the running turn; the next turn is refused), tasks, and the
- * distribution of a task (broadcast, filtered, skipped sessions, idempotent retries, a distribution
- * a crash cut short finished without duplicates).
- */
-import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
-import * as Tokenizer from "@ctxo/budget/Tokenizer"
-import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
-import * as Summarizer from "@ctxo/history/Summarizer"
 import * as MemoryStore from "@ctxo/store/MemoryStore"
 import * as Store from "@ctxo/store/Store"
 import { describe, expect, it } from "@effect/vitest"
@@ -17,21 +6,13 @@ import { Deferred, Effect, Fiber, Layer, Queue } from "effect"
 import * as Controller from "../src/Controller.ts"
 import * as SessionEvents from "../src/SessionEvents.ts"
 import * as TurnEngine from "../src/TurnEngine.ts"
+import { baseOver } from "./services.ts"
 
 /** A fresh data root in memory (sessions a, b, c, d with metadata and concepts) and every service over it. */
 const servicesOf = (wrap: (store: Store.Service) => Store.Service = (store) => store) => {
   const memory = MemoryStore.makeMemory({ global: { "system-prompt.md": "You help." } })
   const store = wrap(memory)
-  const base = Layer.mergeAll(
-    Layer.succeed(Store.Store, store),
-    Layer.succeed(HistoryStore.HistoryStore, HistoryStore.fromStore(store)),
-    Layer.succeed(Workspace.Workspace, Workspace.fromStore(store)),
-    Summarizer.layerDeterministic,
-    ModelRegistry.layer(),
-    Tokenizer.layer(),
-    TurnEngine.seamsLive,
-    SessionEvents.layer
-  )
+  const base = baseOver(store)
   const seeded = Layer.effectDiscard(
     Effect.all([
       store.createSession({ id: "a", concept: "Quantum notes", metadata: { team: "physics" } }),

@@ -7,30 +7,14 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
-import * as Tokenizer from "@ctxo/budget/Tokenizer"
-import * as Workspace from "@ctxo/compiler/Workspace"
-import * as HistoryStore from "@ctxo/history/HistoryStore"
-import type { HistoryDocument } from "@ctxo/history/Message"
-import * as Summarizer from "@ctxo/history/Summarizer"
-import { beginTurn, finishTurn } from "@ctxo/history/Turns"
 import * as MemoryStore from "@ctxo/store/MemoryStore"
 import * as Store from "@ctxo/store/Store"
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Layer, TestClock } from "effect"
 import * as Controller from "../src/Controller.ts"
 import * as Memory from "../src/Memory.ts"
-import * as SessionEvents from "../src/SessionEvents.ts"
 import * as TurnEngine from "../src/TurnEngine.ts"
-
-const historyOf = (turns: ReadonlyArray<readonly [string, string]>): string => {
-  let doc: HistoryDocument = { format: "ctxo.history/v1", messages: [], compression: [] }
-  for (const [input, answer] of turns) {
-    const b = beginTurn(doc, { input })
-    doc = finishTurn(b.doc, b.turn, answer).doc
-  }
-  return JSON.stringify(doc)
-}
+import { historyOf, servicesOver } from "./services.ts"
 
 const sessionA: ReadonlyArray<readonly [string, string]> = [
   ["hi there", "Hello!"],
@@ -43,22 +27,7 @@ const sessionB: ReadonlyArray<readonly [string, string]> = [
   ["what's up", "Not much."]
 ]
 
-const layerOver = (store: Store.Service) => {
-  const base = Layer.mergeAll(
-    Layer.succeed(Store.Store, store),
-    Layer.succeed(HistoryStore.HistoryStore, HistoryStore.fromStore(store)),
-    Layer.succeed(Workspace.Workspace, Workspace.fromStore(store)),
-    Summarizer.layerDeterministic,
-    ModelRegistry.layer(),
-    Tokenizer.layer(),
-    TurnEngine.seamsLive,
-    SessionEvents.layer
-  )
-  return Layer.mergeAll(TurnEngine.layer, Controller.layer).pipe(
-    Layer.provideMerge(Layer.merge(Memory.layer(), base)),
-    Layer.provideMerge(base)
-  )
-}
+const layerOver = (store: Store.Service) => servicesOver(store)
 
 const seed = (store: Store.Service) =>
   Effect.gen(function* () {
