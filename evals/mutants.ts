@@ -209,10 +209,11 @@ if (baseline.status !== 0) {
 const outcomes: Array<Outcome> = []
 const queue = [...selected]
 const nameWidth = Math.max(...selected.map((m) => m.name.length))
-const header = `${"mutant".padEnd(nameWidth)}  ${"expected".padEnd(18)}  ${"result".padEnd(16)}  ${"named by the eval".padEnd(34)}  time`
+const expectedWidth = Math.max(18, ...selected.map((m) => m.catches[0]!.length))
+const header = `${"mutant".padEnd(nameWidth)}  ${"expected".padEnd(expectedWidth)}  ${"result".padEnd(16)}  ${"named by the eval".padEnd(34)}  time`
 console.log(`\n${header}\n${"-".repeat(header.length)}`)
 const row = (o: Outcome) =>
-  `${o.mutant.name.padEnd(nameWidth)}  ${o.mutant.catches[0]!.padEnd(18)}  ${(o.verdict === "caught" ? "caught" : `${o.verdict.toUpperCase()}`).padEnd(16)}  ${(o.named.join(", ") || "-").slice(0, 34).padEnd(34)}  ${o.seconds.toFixed(1)} s${o.note ? `  (${o.note})` : ""}`
+  `${o.mutant.name.padEnd(nameWidth)}  ${o.mutant.catches[0]!.padEnd(expectedWidth)}  ${(o.verdict === "caught" ? "caught" : `${o.verdict.toUpperCase()}`).padEnd(16)}  ${(o.named.join(", ") || "-").slice(0, 34).padEnd(34)}  ${o.seconds.toFixed(1)} s${o.note ? `  (${o.note})` : ""}`
 await Promise.all(
   copies.map(async (root) => {
     for (let m = queue.shift(); m !== undefined; m = queue.shift()) {

@@ -1,7 +1,9 @@
 /**
  * `pnpm eval`: writes one promptfoo test per recorded session, runs the suite offline under tsx
- * (one provider per model profile), then the gateway suite (promptfoo's openai provider against a
- * gateway this script starts on the example data with the local model). While it runs it prints a
+ * (one provider per model profile), then the scenario suite (`scenarios.yaml`: each multi-session
+ * scenario of fixtures/scenarios played through the real services for every profile), then the
+ * gateway suite (promptfoo's openai provider against a gateway this script starts on the example
+ * data with the local model). While it runs it prints a
  * line per session × profile as results arrive; at the end, a table of every invariant by profile,
  * each violation as one short line (details in `.out/failures.md` and `.out/failures.json`), and
  * it exits 1 on any failed assertion, on a profile that compiled nothing (a gate that checked no
@@ -11,7 +13,9 @@
  *
  * Environment:
  * - CTXO_EVAL_FIXTURES=<dir>   the recorded sessions (default ../fixtures/sessions)
- * - CTXO_EVAL_SESSIONS=a,b     only these sessions (by file name without .json; no generated ones)
+ * - CTXO_EVAL_SESSIONS=a,b     only these sessions and scenarios (by file name without .json; no
+ *                              generated ones)
+ * - CTXO_EVAL_SCENARIOS=<dir>  the multi-session scenarios (default ../fixtures/scenarios; 0: none)
  * - CTXO_EVAL_GENERATED=<n>    generated sessions besides the fixtures (default 32; 0: none; none
  *                              either with CTXO_EVAL_SESSIONS)
  * - CTXO_EVAL_SEED=<seed>      the generator's seed (printed by every run; default: a fresh one)
@@ -39,11 +43,21 @@ import { tmpdir } from "node:os"
 import { dirname, join, relative, resolve } from "node:path"
 import { generatedTests } from "@ctxo/replay/Generate"
 import { check, INVARIANTS, type Invariant, type ReplayEvidence } from "@ctxo/replay/Invariants"
+import {
+  checkScenario,
+  SCENARIO_INVARIANTS,
+  type ScenarioEvidence,
+  type ScenarioInvariant
+} from "@ctxo/replay/ScenarioInvariants"
 
 const here = import.meta.dirname
 const repo = resolve(here, "..")
 const out = resolve(here, process.env.CTXO_EVAL_OUT ?? ".out")
 const fixtures = resolve(repo, process.env.CTXO_EVAL_FIXTURES ?? "fixtures/sessions")
+const scenarioDir =
+  process.env.CTXO_EVAL_SCENARIOS === "0"
+    ? undefined
+    : resolve(repo, process.env.CTXO_EVAL_SCENARIOS ?? "fixtures/scenarios")
 const live = process.argv.includes("--live")
 const write = process.env.CTXO_EVAL_WRITE !== "0"
 const quiet = process.env.CTXO_EVAL_QUIET === "1"
@@ -75,9 +89,17 @@ const sessions = readdirSync(fixtures)
   .filter((f) => f.endsWith(".json"))
   .sort()
   .filter((f) => only === undefined || only.includes(f.replace(/\.json$/, "")))
-if (sessions.length === 0) {
+// The multi-session scenarios (not in the live suite), selected by the same names.
+const scenarios =
+  live || scenarioDir === undefined || !existsSync(scenarioDir)
+    ? []
+    : readdirSync(scenarioDir)
+        .filter((f) => f.endsWith(".json"))
+        .sort()
+        .filter((f) => only === undefined || only.includes(f.replace(/\.json$/, "")))
+if (sessions.length === 0 && scenarios.length === 0) {
   console.log(
-    `ctxo eval: no recorded session in ${shown(fixtures)}${only ? ` named ${only.join(", ")}` : ""}`
+    `ctxo eval: no recorded session in ${shown(fixtures)}${scenarioDir === undefined ? "" : ` and no scenario in ${shown(scenarioDir)}`}${only ? ` named ${only.join(", ")}` : ""}`
   )
   process.exit(1)
 }
@@ -87,7 +109,7 @@ mkdirSync(out, { recursive: true })
 // unless the run names its sessions or CTXO_EVAL_GENERATED=0.
 const generatedCount = Number(process.env.CTXO_EVAL_GENERATED ?? "32")
 const generated =
-  live || only !== undefined || !(generatedCount > 0)
+  live || only !== undefined || !(generatedCount > 0) || sessions.length === 0
     ? undefined
     : generatedTests({ dir: join(out, "generated"), root: repo, count: generatedCount })
 // promptfoo's database keeps every run (each holds the full evidence, ~15 MB): start it afresh
@@ -117,6 +139,31 @@ writeFileSync(
   )
 )
 const sessionCount = sessions.length + (generated?.tests.length ?? 0)
+const scenarioFile = (f: string) => {
+  const path = join(scenarioDir!, f)
+  const rel = relative(repo, path)
+  return rel.startsWith("..") ? path : rel
+}
+writeFileSync(
+  join(out, "scenario-tests.json"),
+  JSON.stringify(
+    scenarios.map((f) => {
+      let title = f
+      try {
+        const s = JSON.parse(readFileSync(join(scenarioDir!, f), "utf8")) as {
+          id: string
+          description: string
+        }
+        title = `${s.id}: ${s.description}`
+      } catch {
+        // The provider reports what is wrong with the file.
+      }
+      return { description: title, vars: { scenario: scenarioFile(f) } }
+    }),
+    null,
+    2
+  )
+)
 
 // --- running promptfoo
 
@@ -128,14 +175,17 @@ interface Component {
 interface Row {
   readonly success: boolean
   readonly provider?: { readonly label?: string; readonly id?: string }
-  readonly vars?: { readonly recording?: string; readonly question?: string }
+  readonly vars?: { readonly recording?: string; readonly scenario?: string; readonly question?: string }
   readonly response?: { readonly output?: unknown }
   readonly error?: string
   readonly gradingResult?: { readonly componentResults?: ReadonlyArray<Component> }
 }
 interface Progress {
+  readonly kind?: "scenario"
   readonly session: string
   readonly profile: string
+  readonly steps?: number
+  readonly aggregates?: number
   readonly compiles?: number
   readonly compactions?: number
   readonly refusals?: number
@@ -226,7 +276,9 @@ const runSuite = (
         const what =
           p.error !== undefined
             ? `error: ${clip(p.error, 120)}`
-            : `${p.compiles} compiles, ${p.compactions} compactions, ${p.refusals} refusals${p.violations ? `, ${p.violations} violations` : ""}`
+            : p.kind === "scenario"
+              ? `${p.steps} steps, ${p.compiles} compiles, ${p.aggregates} aggregates${p.violations ? `, ${p.violations} violations` : ""}`
+              : `${p.compiles} compiles, ${p.compactions} compactions, ${p.refusals} refusals${p.violations ? `, ${p.violations} violations` : ""}`
         console.log(
           `  [${String(finished).padStart(width)}/${expected}] ${p.profile.padEnd(18)} ${p.session.padEnd(26)} ${what} (${(p.ms / 1000).toFixed(1)} s)`
         )
@@ -389,14 +441,16 @@ const totals = new Map<
   string,
   { compiles: number; compactions: number; refusals: number; failedCompiles: number; sessions: number }
 >()
+/** profile -> scenario steps played, compiles and aggregates (the scenario suite). */
+const scenarioTotals = new Map<string, { steps: number; compiles: number; aggregates: number }>()
 const profiles: Array<string> = []
 let rowsTotal = 0
 let rowsFailed = 0
 
-const sessionOf = (row: Row) =>
-  row.vars?.recording === undefined
-    ? (row.vars?.question ?? "?")
-    : row.vars.recording.replace(/^.*\//, "").replace(/\.json$/, "")
+const sessionOf = (row: Row) => {
+  const file = row.vars?.recording ?? row.vars?.scenario
+  return file === undefined ? (row.vars?.question ?? "?") : file.replace(/^.*\//, "").replace(/\.json$/, "")
+}
 
 const evidenceOf = (row: Row): ReplayEvidence | undefined => {
   const output = row.response?.output
@@ -404,6 +458,17 @@ const evidenceOf = (row: Row): ReplayEvidence | undefined => {
   try {
     const parsed = JSON.parse(output) as ReplayEvidence
     return Array.isArray(parsed.points) ? parsed : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const scenarioEvidenceOf = (row: Row): ScenarioEvidence | undefined => {
+  const output = row.response?.output
+  if (typeof output !== "string" || row.vars?.scenario === undefined) return undefined
+  try {
+    const parsed = JSON.parse(output) as ScenarioEvidence
+    return Array.isArray(parsed.steps) && Array.isArray(parsed.budgets) ? parsed : undefined
   } catch {
     return undefined
   }
@@ -430,6 +495,14 @@ const report = (suite: string, result: { status: number; rows?: ReadonlyArray<Ro
     if (!profiles.includes(profile)) profiles.push(profile)
     const session = sessionOf(row)
     const evidence = evidenceOf(row)
+    const scenarioEvidence = scenarioEvidenceOf(row)
+    if (scenarioEvidence !== undefined) {
+      const t = scenarioTotals.get(profile) ?? { steps: 0, compiles: 0, aggregates: 0 }
+      t.steps += scenarioEvidence.steps.length
+      t.compiles += scenarioEvidence.budgets.filter((b) => b.what === "compile").length
+      t.aggregates += scenarioEvidence.aggregates.length
+      scenarioTotals.set(profile, t)
+    }
     if (evidence !== undefined) {
       const t = totals.get(profile) ?? {
         compiles: 0,
@@ -462,6 +535,23 @@ const report = (suite: string, result: { status: number; rows?: ReadonlyArray<Ro
     }
     for (const c of components.filter((x) => !x.pass)) {
       const metric = c.assertion?.metric ?? "assertion"
+      if (scenarioEvidence !== undefined && (SCENARIO_INVARIANTS as ReadonlyArray<string>).includes(metric)) {
+        const found = checkScenario(scenarioEvidence, metric as ScenarioInvariant)
+        if (found.length === 0)
+          failures.push({ suite, session, profile, invariant: metric, message: c.reason })
+        // A scenario's step numbers count from 1, as a person reads the file's steps.
+        for (const v of found)
+          failures.push({
+            suite,
+            session,
+            profile,
+            ...(v.step < 0 ? {} : { step: v.step + 1 }),
+            invariant: metric,
+            message: v.message,
+            ...(v.excerpt === v.message ? {} : { excerpt: v.excerpt })
+          })
+        continue
+      }
       const violations =
         evidence !== undefined && (INVARIANTS as ReadonlyArray<string>).includes(metric)
           ? check(evidence, metric as Invariant)
@@ -497,16 +587,28 @@ const line = (f: Failure) => {
 }
 
 const sessionRows = sessionCount * profilesOfSessions.length
+const sessionSuite = sessionCount > 0
 console.log(
-  `ctxo eval: ${sessions.length} sessions from ${shown(fixtures)}${generated === undefined ? "" : ` and ${generated.tests.length} generated (CTXO_EVAL_SEED=${generated.seed})`} × ${profilesOfSessions.length} profiles${gatewaySuite ? ", then the gateway suite" : ""}${process.env.CTXO_EVAL_BREAK ? ` (broken: ${process.env.CTXO_EVAL_BREAK})` : ""}`
+  `ctxo eval: ${sessions.length} sessions from ${shown(fixtures)}${generated === undefined ? "" : ` and ${generated.tests.length} generated (CTXO_EVAL_SEED=${generated.seed})`} × ${profilesOfSessions.length} profiles${scenarios.length > 0 ? `, ${scenarios.length} scenarios from ${shown(scenarioDir!)} × ${profilesOfSessions.length} profiles` : ""}${gatewaySuite ? ", then the gateway suite" : ""}${process.env.CTXO_EVAL_BREAK ? ` (broken: ${process.env.CTXO_EVAL_BREAK})` : ""}`
 )
-report(
-  "sessions",
-  await runSuite(live ? "live.yaml" : "promptfooconfig.yaml", "results", sessionRows, {
-    tests: join(out, "tests.json"),
-    description: `ctxo sessions: ${sessions.length} from ${shown(fixtures)}${generated === undefined ? "" : ` and ${generated.tests.length} generated (seed ${generated.seed})`} × ${profilesOfSessions.length} profiles`
-  })
-)
+if (sessionSuite)
+  report(
+    "sessions",
+    await runSuite(live ? "live.yaml" : "promptfooconfig.yaml", "results", sessionRows, {
+      tests: join(out, "tests.json"),
+      description: `ctxo sessions: ${sessions.length} from ${shown(fixtures)}${generated === undefined ? "" : ` and ${generated.tests.length} generated (seed ${generated.seed})`} × ${profilesOfSessions.length} profiles`
+    })
+  )
+if (scenarios.length > 0) {
+  if (!quiet) console.log(`  scenario suite (many sessions through the real services) at ${seconds()} s`)
+  report(
+    "scenarios",
+    await runSuite("scenarios.yaml", "scenario-results", scenarios.length * profilesOfSessions.length, {
+      tests: join(out, "scenario-tests.json"),
+      description: `ctxo scenarios: ${scenarios.length} from ${shown(scenarioDir!)} × ${profilesOfSessions.length} profiles`
+    })
+  )
+}
 if (gatewaySuite) {
   if (!quiet)
     console.log(`  gateway suite (promptfoo's openai provider through the gateway) at ${seconds()} s`)
@@ -527,13 +629,22 @@ if (gatewaySuite) {
   }
 }
 
-// Never green on nothing: every profile of the sessions suite must have compiled something.
-if (!live)
+// Never green on nothing: every profile of the sessions suite must have compiled something, and
+// every profile of the scenario suite must have played its steps.
+if (!live && sessionSuite)
   for (const profile of profilesOfSessions) {
     const t = totals.get(profile)
     if (t === undefined || t.compiles === 0)
       problems.push(
         `profile ${profile}: no compile in ${t?.sessions ?? 0} sessions (${t?.refusals ?? 0} refused, ${t?.failedCompiles ?? 0} failed): a gate that checked no request is not green`
+      )
+  }
+if (scenarios.length > 0)
+  for (const profile of profilesOfSessions) {
+    const t = scenarioTotals.get(profile)
+    if (t === undefined || t.steps === 0)
+      problems.push(
+        `profile ${profile}: no scenario step played in ${scenarios.length} scenarios: a gate that played nothing is not green`
       )
   }
 
@@ -550,11 +661,13 @@ profiles.sort((a, b) => {
 const cell = (c: [number, number] | undefined) =>
   c === undefined ? "-" : c[1] === 0 ? `${c[0]}` : `${c[0]} ✗${c[1]}`
 const columns = profiles.map((p) => Math.max(p.length, 7))
-const head = `${"invariant".padEnd(18)} ${profiles.map((p, i) => p.padStart(columns[i]!)).join("  ")}`
+// The first column as wide as the longest invariant's name (scenario invariants are longer).
+const label = Math.max(18, ...[...table.keys()].map((m) => m.length + 1))
+const head = `${"invariant".padEnd(label)} ${profiles.map((p, i) => p.padStart(columns[i]!)).join("  ")}`
 console.log(`\n${head}\n${"-".repeat(head.length)}`)
 for (const [metric, byProfile] of table)
   console.log(
-    `${metric.padEnd(18)} ${profiles.map((p, i) => cell(byProfile.get(p)).padStart(columns[i]!)).join("  ")}`
+    `${metric.padEnd(label)} ${profiles.map((p, i) => cell(byProfile.get(p)).padStart(columns[i]!)).join("  ")}`
   )
 const stat = (f: (t: NonNullable<ReturnType<typeof totals.get>>) => number) =>
   profiles.map((p, i) => {
@@ -562,10 +675,22 @@ const stat = (f: (t: NonNullable<ReturnType<typeof totals.get>>) => number) =>
     return (t === undefined ? "-" : String(f(t))).padStart(columns[i]!)
   })
 console.log(`${"-".repeat(head.length)}`)
-console.log(`${"compiled".padEnd(18)} ${stat((t) => t.compiles).join("  ")}`)
-console.log(`${"compacted".padEnd(18)} ${stat((t) => t.compactions).join("  ")}`)
-console.log(`${"refused".padEnd(18)} ${stat((t) => t.refusals).join("  ")}`)
-console.log("(invariants: sessions passed, ✗ failed; then requests compiled, compactions, refusals)")
+console.log(`${"compiled".padEnd(label)} ${stat((t) => t.compiles).join("  ")}`)
+console.log(`${"compacted".padEnd(label)} ${stat((t) => t.compactions).join("  ")}`)
+console.log(`${"refused".padEnd(label)} ${stat((t) => t.refusals).join("  ")}`)
+if (scenarioTotals.size > 0) {
+  const played = (f: (t: { steps: number; compiles: number; aggregates: number }) => number) =>
+    profiles.map((p, i) => {
+      const t = scenarioTotals.get(p)
+      return (t === undefined ? "-" : String(f(t))).padStart(columns[i]!)
+    })
+  console.log(`${"scenario steps".padEnd(label)} ${played((t) => t.steps).join("  ")}`)
+  console.log(`${"scenario compiles".padEnd(label)} ${played((t) => t.compiles).join("  ")}`)
+  console.log(`${"aggregated".padEnd(label)} ${played((t) => t.aggregates).join("  ")}`)
+}
+console.log(
+  `(invariants: sessions${scenarioTotals.size > 0 ? " and scenarios" : ""} passed, ✗ failed; then requests compiled, compactions, refusals${scenarioTotals.size > 0 ? "; scenario steps played, their compiles and aggregates" : ""})`
+)
 
 // --- failures: one short line each on the console, all of them with details in a file
 
@@ -610,7 +735,7 @@ for (const p of problems) console.log(`FAIL ${p}`)
 
 const ok = rowsFailed === 0 && problems.length === 0
 console.log(
-  `\nctxo eval: ${rowsTotal - rowsFailed} passed, ${rowsFailed} failed (${sessionCount} sessions × ${profilesOfSessions.length} profiles${gatewaySuite ? ", and the gateway suite" : ""})${problems.length > 0 ? `, ${problems.length} gate problems` : ""} in ${seconds()} s`
+  `\nctxo eval: ${rowsTotal - rowsFailed} passed, ${rowsFailed} failed (${sessionCount} sessions × ${profilesOfSessions.length} profiles${scenarios.length > 0 ? `, ${scenarios.length} scenarios × ${profilesOfSessions.length} profiles` : ""}${gatewaySuite ? ", and the gateway suite" : ""})${problems.length > 0 ? `, ${problems.length} gate problems` : ""} in ${seconds()} s`
 )
 if (!ok) console.log(`details: ${shown(failuresMd)}`)
 if (!ok && generated !== undefined && failures.some((f) => f.session.startsWith("gen-")))
@@ -619,8 +744,8 @@ console.log(
   `results: ${shown(out)}${write ? "; browse them with `pnpm --filter @ctxo/evals view` (offline)" : ""}`
 )
 // For `.ci/run`, which sums every package's passed and failed checks (`CTXO_EVAL_REPORT=<file>`, set
-// by the package's test script only, not by the gate's own tests): each session × profile row and
-// the gateway suite's tests, gate problems as failures.
+// by the package's test script only, not by the gate's own tests): each session × profile and
+// scenario × profile row and the gateway suite's tests, gate problems as failures.
 const reportFile = process.env.CTXO_EVAL_REPORT
 if (reportFile !== undefined && reportFile !== "") {
   mkdirSync(dirname(resolve(reportFile)), { recursive: true })

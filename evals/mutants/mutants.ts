@@ -1,6 +1,8 @@
 /**
  * The mutation suite's mutants (`pnpm eval:mutants`, run by `../mutants.ts`): one-line bugs a
- * developer could write in the compiler, history and budget code, and the gate's breakers. Each is
+ * developer could write in the compiler, history and budget code, in the many-session code of the
+ * agent (aggregate, memory levels, the controller; caught by the scenario suite), and the gate's
+ * breakers. Each is
  * applied alone to a temporary copy of the repository; `pnpm eval` must then fail and name one of
  * the invariants in `catches`.
  *
@@ -8,8 +10,9 @@
  * not apply" and the suite fails: rewrite it against the new code) by `replace`. A breaker mutant
  * runs the eval with `CTXO_EVAL_BREAK` (the layers of `@ctxo/replay/Breakers`).
  *
- * `sessions` is the subset of fixtures the eval replays for that mutant (chosen to exercise the
- * code it breaks; all of them when absent); `gateway` also runs the gateway suite.
+ * `sessions` is the subset of fixtures (recorded sessions and scenarios, by file name) the eval
+ * replays for that mutant (chosen to exercise the code it breaks; all of them when absent);
+ * `gateway` also runs the gateway suite.
  */
 
 export interface SourceMutant {
@@ -277,6 +280,80 @@ export const mutants: ReadonlyArray<Mutant> = [
     replace: "let keptCount = Math.min(keepTurns - 1, live.length)",
     catches: ["keep-turns", "keep-what-fits"],
     sessions: COMPACTING
+  },
+  // --- many sessions: the scenario suite (fixtures/scenarios, @ctxo/replay/ScenarioInvariants)
+  {
+    name: "aggregate-ended-not-skipped",
+    bug: "an aggregate compiles an ended session like the others instead of skipping it",
+    file: "packages/agent/src/Aggregate.ts",
+    find: 'record.state === "ended"',
+    replace: 'record.state === "ended" && false',
+    catches: ["no-foreign-blocks", "provenance"],
+    sessions: ["aggregate-three-sessions"]
+  },
+  {
+    name: "ended-memory-not-withheld",
+    bug: "an aggregate keeps a memory whose every origin is an ended session",
+    file: "packages/agent/src/Aggregate.ts",
+    find: "const kept = all.filter((b) => !fromEndedOnly(b.provenance, originsOf, ended))",
+    replace: "const kept = all",
+    catches: ["no-foreign-blocks"],
+    sessions: ["aggregate-three-sessions"]
+  },
+  {
+    name: "aggregate-heading-without-session",
+    bug: "an aggregated block's heading names its source but not the session it comes from",
+    file: "packages/agent/src/Aggregate.ts",
+    find: "const named = block.provenance.slice(0, HEADING_PROVENANCES).map(provenanceText)",
+    replace: "const named = block.provenance.slice(0, HEADING_PROVENANCES).map((p) => p.source)",
+    catches: ["provenance"],
+    sessions: ["aggregate-three-sessions"]
+  },
+  {
+    name: "surplus-beyond-pool",
+    bug: "a source with unmet demand is given surplus beyond what the other sources left",
+    file: "packages/budget/src/Allocation.ts",
+    find: "const extra = Math.min(s.ask - grants.get(s.id)!, pool)",
+    replace: "const extra = s.ask - grants.get(s.id)!",
+    catches: ["shares-respected"],
+    sessions: ["aggregate-three-sessions"]
+  },
+  {
+    name: "promotes-at-0.5",
+    bug: "turns are promoted to L2 at an importance over 0.5 instead of 0.6",
+    file: "packages/history/src/Importance.ts",
+    find: "export const PROMOTION_THRESHOLD = 0.6",
+    replace: "export const PROMOTION_THRESHOLD = 0.5",
+    catches: ["promotion"],
+    sessions: ["promotion-to-l4"]
+  },
+  {
+    name: "l4-expires-as-l3",
+    bug: "global memory (L4) gets the lifetime of agent-level memory (L3) instead of never expiring",
+    file: "packages/agent/src/Memory.ts",
+    find: 'if (entry.pinned === true || entry.level === "L4") return false\n  const ttl = settings.ttl[entry.level]',
+    replace:
+      'if (entry.pinned === true) return false\n  const ttl = settings.ttl[entry.level === "L4" ? "L3" : entry.level]',
+    catches: ["l4-survives-restart"],
+    sessions: ["restart-keeps-l4"]
+  },
+  {
+    name: "filter-any-pair",
+    bug: "a filtered distribution selects a session with any one of the filter's metadata pairs instead of all",
+    file: "packages/agent/src/Controller.ts",
+    find: "Object.entries(filter.metadata ?? {}).every(([key, value]) => record.metadata[key] === value)",
+    replace: "Object.entries(filter.metadata ?? {}).some(([key, value]) => record.metadata[key] === value)",
+    catches: ["distribution"],
+    sessions: ["distribute-lifecycle"]
+  },
+  {
+    name: "paused-session-takes-turns",
+    bug: "the turn engine refuses turns in ended sessions only, so a paused one takes them",
+    file: "packages/agent/src/TurnEngine.ts",
+    find: 'record.state === "active"',
+    replace: 'record.state !== "ended"',
+    catches: ["steps"],
+    sessions: ["distribute-lifecycle"]
   },
   // --- the gate's breakers (layers swapped in through the turn engine's seams)
   {

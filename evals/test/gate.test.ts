@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from "vitest"
 
 const evals = fileURLToPath(new URL("..", import.meta.url))
 const fixtures = fileURLToPath(new URL("../../fixtures/sessions", import.meta.url))
+const scenarios = fileURLToPath(new URL("../../fixtures/scenarios", import.meta.url))
 const temp: Array<string> = []
 const tempDir = (prefix: string) => {
   const dir = mkdtempSync(join(tmpdir(), prefix))
@@ -135,5 +136,56 @@ describe("pnpm eval is readable", () => {
     expect(details.failures.filter((f) => f.invariant === "tool-pairs").length).toBeGreaterThanOrEqual(
       failures.filter((l) => / tool-pairs: /.test(l)).length
     )
+  }, 180_000)
+})
+
+// The multi-session scenarios (fixtures/scenarios) are played through the real services and
+// counted like the sessions; a broken invariant fails the gate with its message and step.
+describe("pnpm eval plays the multi-session scenarios", () => {
+  it("counts each scenario × profile as a check, in the table and in the report CI sums", async () => {
+    const report = join(tempDir("ctxo-gate-report-"), "eval.json")
+    const result = await runEval({
+      CTXO_EVAL_SESSIONS: "fix-login-bug,aggregate-three-sessions",
+      CTXO_EVAL_GATEWAY: "0",
+      CTXO_EVAL_REPORT: report
+    })
+    expect(result.stdout).toContain(
+      "ctxo eval: 8 passed, 0 failed (1 sessions × 4 profiles, 1 scenarios × 4 profiles)"
+    )
+    expect(result.status).toBe(0)
+    const lines = result.stdout.split("\n")
+    for (const invariant of ["shares-respected", "no-foreign-blocks", "provenance", "steps", "order"])
+      expect(lines.find((l) => l.startsWith(`${invariant} `))).toMatch(new RegExp(`^${invariant}(\\s+1){4}$`))
+    expect(lines.find((l) => l.startsWith("aggregated "))).toMatch(/^aggregated(\s+4){4}$/)
+    expect(JSON.parse(readFileSync(report, "utf8"))).toEqual({ numPassedTests: 8, numFailedTests: 0 })
+  }, 180_000)
+
+  it("fails on a scenario whose invariant breaks, naming the scenario, its step and the invariant", async () => {
+    const dir = tempDir("ctxo-gate-scenarios-")
+    const scenario = JSON.parse(readFileSync(join(scenarios, "promotion-to-l4.json"), "utf8")) as {
+      $schema?: string
+      steps: Array<{ input?: string; expect?: Record<string, unknown> }>
+    }
+    // The scenario now calls a stated preference small talk: its promotion to L2 breaks the rule.
+    const step = scenario.steps.findIndex((s) => s.input?.includes("metric units") === true)
+    scenario.steps[step]!.expect = { important: false }
+    delete scenario.$schema
+    writeFileSync(join(dir, "promotion-to-l4.json"), JSON.stringify(scenario))
+    const report = join(dir, "eval.json")
+    const result = await runEval({
+      CTXO_EVAL_SCENARIOS: dir,
+      CTXO_EVAL_SESSIONS: "promotion-to-l4",
+      CTXO_EVAL_GATEWAY: "0",
+      CTXO_EVAL_REPORT: report
+    })
+    expect(result.status).toBe(1)
+    expect(result.stdout).toMatch(
+      new RegExp(
+        `^FAIL promotion-to-l4 step ${step + 1} \\[gpt-4o\\] promotion: turn 2 of default/planner is small talk \\(the scenario says so\\) and was promoted to L2`,
+        "m"
+      )
+    )
+    expect(result.stdout).toMatch(/^promotion(\s+0 ✗1){4}$/m)
+    expect(JSON.parse(readFileSync(report, "utf8"))).toEqual({ numPassedTests: 0, numFailedTests: 4 })
   }, 180_000)
 })

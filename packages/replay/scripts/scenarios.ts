@@ -1,0 +1,406 @@
+/**
+ * Writes the multi-session scenarios in fixtures/scenarios/ (ctxo.scenario/v1), replayed by
+ * `pnpm eval` through the real services and checked by `@ctxo/replay/ScenarioInvariants`.
+ * Deterministic: the same script writes the same bytes. Each scenario checks itself against the
+ * format (`parseScenario`) before it is written.
+ *
+ *   node --import tsx/esm packages/replay/scripts/scenarios.ts
+ */
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Either } from "effect"
+import type { Scenario, ScenarioStep } from "../src/Scenario.ts"
+import { parseScenario, SCENARIO_FORMAT } from "../src/Scenario.ts"
+import { existingSessions } from "../src/ScenarioRun.ts"
+import type { Step } from "../src/Session.ts"
+
+const repo = fileURLToPath(new URL("../../..", import.meta.url))
+const out = join(repo, "fixtures", "scenarios")
+
+type Chat = Extract<ScenarioStep, { type: "chat" }>
+
+/** A turn whose model answers in words only. */
+const chat = (
+  session: string,
+  input: string,
+  answer: string,
+  extra: Partial<Pick<Chat, "tenant" | "expect">> = {}
+): Chat => ({
+  type: "chat",
+  session,
+  ...(extra.tenant === undefined ? {} : { tenant: extra.tenant }),
+  input,
+  replies: [{ type: "assistant", text: answer }],
+  ...(extra.expect === undefined ? {} : { expect: extra.expect })
+})
+
+/** A turn whose model reads a file first (a tool call and its scripted result), then answers. */
+const chatWithRead = (
+  session: string,
+  input: string,
+  path: string,
+  content: string,
+  answer: string,
+  extra: Partial<Pick<Chat, "tenant" | "expect">> = {}
+): Chat => {
+  const id = `call_${session}_${path.replace(/[^a-z0-9]/gi, "_")}`
+  const replies: Array<Step> = [
+    { type: "assistant", text: `Let me read ${path}.` },
+    { type: "tool_call", id, name: "read_file", input: { path } },
+    {
+      type: "tool_result",
+      callId: id,
+      name: "read_file",
+      result: { status: "success", data: { path, content, totalLines: content.split("\n").length } }
+    },
+    { type: "assistant", text: answer }
+  ]
+  return { ...chat(session, input, answer, extra), replies }
+}
+
+const longAnswer = (topic: string) =>
+  `Here is the short version about ${topic}, then the details. ${Array.from(
+    { length: 9 },
+    (_, i) =>
+      `Point ${i + 1}: keep the answer focused on what the user asked and leave out what they already know.`
+  ).join(" ")}`
+
+/**
+ * The infra team's runbook: 120 services in 24 files, about 14,000 tokens, more than gpt-4 (8k) can
+ * take, so its knowledge source asks for more than its share and a compile keeps only some files.
+ */
+const runbook = (): Record<string, string> => {
+  const services = ["billing", "orders", "search", "auth", "ledger", "payouts", "reports", "mailer"]
+  const files: Record<string, string> = {}
+  for (let f = 0; f < 24; f++) {
+    const lines = [`# Infra runbook, part ${f + 1}`, ""]
+    for (let i = f * 5; i < f * 5 + 5; i++) {
+      const service = `${services[i % services.length]}-${Math.floor(i / services.length) + 1}`
+      const team = ["platform", "data", "payments"][i % 3]
+      lines.push(
+        `## ${service}`,
+        "",
+        `- Restart: \`kubectl rollout restart deploy/${service}\` in namespace \`prod-${i % 3}\`; wait for ${2 + (i % 4)} ready pods.`,
+        `- Failover: promote the replica in zone ${["a", "b", "c"][i % 3]}; the primary's slot is dropped after ${10 + (i % 5) * 5} minutes.`,
+        `- Backups: nightly at 0${1 + (i % 8)}:30 UTC to bucket \`backups-${service}\`, kept ${7 * (1 + (i % 4))} days.`,
+        `- Alerts: page the ${team} on-call when p99 latency stays over ${200 + (i % 6) * 50} ms for 10 minutes.`,
+        `- Owner: the ${team} team; escalation through the incident channel.`,
+        ""
+      )
+    }
+    files[`runbook/part-${String(f + 1).padStart(2, "0")}.md`] = lines.join("\n")
+  }
+  return files
+}
+const runbookFiles = runbook()
+
+const systemPrompt =
+  "You are the team's operations agent. Answer briefly and name the session a fact comes from."
+
+// --- 1. aggregate across sessions: one ended, one of another tenant listed
+
+const aggregateAcrossSessions: Scenario = {
+  format: SCENARIO_FORMAT,
+  id: "aggregate-three-sessions",
+  description:
+    "Three sessions of a tenant on top of the example data (one of them ended) and two of another tenant, one with the same id as ours; an aggregate listing another tenant's session is refused; the aggregate of ours skips the ended one and carries nothing of it or of the other tenant, each block naming its session and level or source",
+  data: { from: "fixtures/data" },
+  tenants: { acme: { files: { "system-prompt.md": "You are Acme's billing agent." } } },
+  sessions: [
+    { id: "release", concept: "Release train", metadata: { team: "release" } },
+    {
+      id: "infra",
+      concept: "Database upgrades",
+      metadata: { team: "infra" },
+      files: runbookFiles,
+      manifest: { knowledge: Object.keys(runbookFiles).map((path) => ({ path })) }
+    },
+    { id: "legacy", concept: "The old deploy pipeline", metadata: { team: "release" } },
+    { id: "infra", tenant: "acme", concept: "Acme infrastructure" },
+    { id: "acme-billing", tenant: "acme", concept: "Acme billing cutover" }
+  ],
+  steps: [
+    chat(
+      "release",
+      "Remember: the release train leaves every Thursday at 15:00 UTC, never on Fridays.",
+      "Noted: the release train leaves on Thursdays at 15:00 UTC and never on Fridays.",
+      { expect: { important: true } }
+    ),
+    chat("release", "ok thanks", "You're welcome.", { expect: { important: false } }),
+    chatWithRead(
+      "infra",
+      "We decided to pin Postgres to 16.4 for the next release; check the upgrade notes.",
+      "docs/upgrade.md",
+      "# Upgrade notes\n\nPostgres 16.4 fixes the replication slot leak we hit in March.\n",
+      "The upgrade notes say 16.4 fixes the replication slot leak; pinning Postgres 16.4 is recorded.",
+      { expect: { important: true } }
+    ),
+    chat(
+      "infra",
+      "Which team owns the rollback runbook for the database?",
+      "The platform team owns the rollback runbook for the database."
+    ),
+    chat(
+      "legacy",
+      "Remember that LEGACY-ONLY deploys still go through tools/deploy-legacy.sh v2.3 on the bastion host.",
+      "Noted: LEGACY-ONLY deploys run tools/deploy-legacy.sh on the bastion host.",
+      { expect: { important: true } }
+    ),
+    chat(
+      "infra",
+      "ACME-SECRET: remember our billing cutover database is billing-db-7 on 2026-12-01.",
+      "Noted: the billing cutover uses billing-db-7 on 2026-12-01.",
+      { tenant: "acme", expect: { important: true } }
+    ),
+    chat(
+      "acme-billing",
+      "ACME-SECRET: we decided invoices freeze at 18:00 on the cutover day.",
+      "Noted: invoices freeze at 18:00 on the cutover day.",
+      { tenant: "acme", expect: { important: true } }
+    ),
+    { type: "end", session: "legacy" },
+    {
+      type: "aggregate",
+      sessions: ["release", "infra", "acme-billing"],
+      query: "When does the release train leave and which Postgres version is pinned?",
+      expect: { error: "SessionNotFound" }
+    },
+    {
+      type: "aggregate",
+      sessions: ["release", "infra", "legacy", "code-agent-auth"],
+      query: "When does the release train leave and which Postgres version is pinned?"
+    },
+    {
+      type: "aggregate",
+      sessions: ["infra", "release"],
+      query: "Where do deploys of the old pipeline run, and on which host?"
+    },
+    {
+      type: "aggregate",
+      tenant: "acme",
+      sessions: ["infra", "acme-billing"],
+      query: "When is the billing cutover and when do invoices freeze?"
+    }
+  ]
+}
+
+// --- 2. distribution (broadcast and filtered) with pause, resume and end
+
+const distributeLifecycle: Scenario = {
+  format: SCENARIO_FORMAT,
+  id: "distribute-lifecycle",
+  description:
+    "Tasks distributed by broadcast (retried with the same key) and by filter while sessions are paused, resumed and ended: a paused session takes tasks but no turns, an ended one takes neither, another tenant's sessions of the same metadata get nothing",
+  data: { files: { "system-prompt.md": systemPrompt } },
+  tenants: { acme: { files: { "system-prompt.md": "You are Acme's tutor." } } },
+  sessions: [
+    { id: "physics-a", concept: "Quantum homework", metadata: { team: "physics", level: "intro" } },
+    { id: "physics-b", concept: "Thermodynamics notes", metadata: { team: "physics" } },
+    { id: "ops", concept: "On-call handover", metadata: { team: "ops" } },
+    { id: "physics-old", concept: "Quantum exam 2025", metadata: { team: "physics" } },
+    { id: "physics-a", tenant: "acme", concept: "Quantum homework", metadata: { team: "physics" } }
+  ],
+  steps: [
+    chat("physics-a", "What does the wave function describe?", "The state of a quantum system."),
+    { type: "pause", session: "physics-b" },
+    {
+      ...chat("physics-b", "Still there?", "Yes."),
+      expect: { error: "SessionNotActive" }
+    },
+    {
+      type: "distribute",
+      mode: "broadcast",
+      task: { title: "Write a status note", description: "Two lines: done, next." },
+      idempotencyKey: "status-1"
+    },
+    {
+      type: "distribute",
+      mode: "broadcast",
+      task: { title: "Write a status note", description: "Two lines: done, next." },
+      idempotencyKey: "status-1"
+    },
+    { type: "end", session: "physics-old" },
+    {
+      type: "distribute",
+      mode: "filtered",
+      task: { title: "Check the units" },
+      filter: { metadata: { team: "physics" } }
+    },
+    {
+      type: "distribute",
+      mode: "filtered",
+      task: { title: "Intro problems only" },
+      sessions: ["physics-a", "physics-b", "ops", "physics-old", "ghost"],
+      filter: { metadata: { level: "intro" }, concept: "quantum" }
+    },
+    {
+      type: "distribute",
+      mode: "filtered",
+      task: { title: "Intro physics reading" },
+      filter: { metadata: { team: "physics", level: "intro" } }
+    },
+    {
+      type: "distribute",
+      mode: "broadcast",
+      task: { title: "Hand over to physics" },
+      fromSession: "ops"
+    },
+    { type: "resume", session: "physics-b" },
+    chat("physics-b", "Is entropy a state function?", "Yes, entropy is a state function."),
+    { type: "addTask", session: "physics-a", title: "Review chapter 2", as: "review" },
+    { type: "updateTask", session: "physics-a", task: "review", status: "in_progress" },
+    { type: "end", session: "physics-a" },
+    {
+      type: "updateTask",
+      session: "physics-a",
+      task: "review",
+      status: "done",
+      expect: { error: "SessionNotActive" }
+    },
+    {
+      ...chat("physics-a", "One more question?", "Sure."),
+      expect: { error: "SessionNotActive" }
+    },
+    {
+      type: "addTask",
+      session: "physics-old",
+      title: "Too late",
+      expect: { error: "SessionNotActive" }
+    },
+    {
+      type: "distribute",
+      mode: "filtered",
+      tenant: "acme",
+      task: { title: "Check the units" },
+      filter: { metadata: { team: "physics" } }
+    },
+    {
+      type: "aggregate",
+      sessions: ["physics-a", "physics-b", "ops"],
+      query: "Which tasks are open and is entropy a state function?"
+    }
+  ]
+}
+
+// --- 3. promotion: important turns, small talk, a pin, a deletion, then the end persists to L4
+
+const promotion: Scenario = {
+  format: SCENARIO_FORMAT,
+  id: "promotion-to-l4",
+  description:
+    "Turns worth remembering go to L2 at the end of their turn, small talk and a borderline turn (0.6, not over it) do not, a pinned small-talk turn does, a deleted entry goes no further; ending the session aggregates its L2 into L3 and persists it to L4",
+  data: { files: { "system-prompt.md": systemPrompt } },
+  sessions: [
+    { id: "planner", concept: "Planning the offsite", metadata: { team: "people" } },
+    { id: "helper", concept: "Side questions" }
+  ],
+  steps: [
+    chat("planner", "hi", "Hello! How can I help?", { expect: { important: false } }),
+    chat(
+      "planner",
+      "I prefer metric units in every plan, always; Maria agreed.",
+      "Understood: metric units in every plan from now on.",
+      { expect: { important: true } }
+    ),
+    chat(
+      "planner",
+      "We decided the offsite budget is €12,000 for 30 people.",
+      "Recorded: an offsite budget of €12,000 for 30 people.",
+      { expect: { important: true } }
+    ),
+    // The user states a rule (0.5) and the answer is substantive (0.1): 0.6, not over the threshold.
+    chat("planner", "Remember to keep it short.", longAnswer("keeping answers short"), {
+      expect: { important: false }
+    }),
+    chat("planner", "thanks!", "Any time.", { expect: { important: false } }),
+    chatWithRead(
+      "planner",
+      "Important: the venue list failed to load yesterday; the root cause was a typo in venues.md, fixed now. Write down the venue.",
+      "venues.md",
+      "# Venues\n\n- Lisbon, LX Factory (capacity 40)\n",
+      "Fixed: the root cause was the typo; the venue is LX Factory in Lisbon, capacity 40.",
+      { expect: { important: true } }
+    ),
+    { type: "pinMemory", level: "L1", session: "planner", turn: 5 },
+    { type: "deleteMemory", level: "L2", session: "planner", turn: 3 },
+    chat("helper", "What time is it in Lisbon?", "Lisbon is on WET, UTC+0 in winter.", {
+      expect: { important: false }
+    }),
+    {
+      type: "aggregate",
+      sessions: ["planner", "helper"],
+      query: "Which units do plans use, and where is the venue?"
+    },
+    { type: "end", session: "planner" },
+    { type: "persist" },
+    {
+      type: "aggregate",
+      sessions: ["helper"],
+      query: "Which units do plans use, and where is the venue?"
+    }
+  ]
+}
+
+// --- 4. restart: L4 unchanged and a source of a new session's compile
+
+const restart: Scenario = {
+  format: SCENARIO_FORMAT,
+  id: "restart-keeps-l4",
+  description:
+    "Important turns of a session that ends reach L4; the services restart (8 days later: L2 and L3 have expired) and L4 is unchanged; a new session's turn about the same subject draws on L4; a second restart changes nothing",
+  data: { files: { "system-prompt.md": systemPrompt } },
+  sessions: [{ id: "travel", concept: "Offsite travel", metadata: { team: "people" } }],
+  steps: [
+    chat(
+      "travel",
+      "We decided the offsite is in Lisbon on 2026-05-14, remember that.",
+      "Recorded: the offsite is in Lisbon on 2026-05-14.",
+      { expect: { important: true } }
+    ),
+    chat(
+      "travel",
+      "Remember: everyone flies economy and books through the Navigator portal.",
+      "Noted: economy for everyone, booked through the Navigator portal.",
+      { expect: { important: true } }
+    ),
+    chat("travel", "cool", "👍", { expect: { important: false } }),
+    { type: "end", session: "travel" },
+    { type: "pinMemory", level: "L4", matching: "Navigator portal" },
+    { type: "restart", advanceMs: 8 * 24 * 3_600_000 },
+    {
+      type: "createSession",
+      id: "travel-2",
+      concept: "Offsite logistics, second round",
+      metadata: { team: "people" }
+    },
+    chat(
+      "travel-2",
+      "Where and when is the offsite, and how do people book flights?",
+      "Lisbon on 2026-05-14; economy through the Navigator portal.",
+      { expect: { fromL4: ["Lisbon on 2026-05-14", "Navigator portal"] } }
+    ),
+    { type: "restart" },
+    chat("travel-2", "Remind me: where is the offsite?", "Lisbon.", {
+      expect: { fromL4: ["Lisbon on 2026-05-14"] }
+    }),
+    {
+      type: "aggregate",
+      sessions: ["travel-2"],
+      query: "Where and when is the offsite?"
+    }
+  ]
+}
+
+const scenarios: ReadonlyArray<Scenario> = [aggregateAcrossSessions, distributeLifecycle, promotion, restart]
+
+mkdirSync(out, { recursive: true })
+for (const f of readdirSync(out)) if (f.endsWith(".json")) rmSync(join(out, f))
+for (const s of scenarios) {
+  const file = join(out, `${s.id}.json`)
+  const text = `${JSON.stringify({ $schema: "../../packages/replay/scenario.schema.json", ...s }, null, 2)}\n`
+  const parsed = parseScenario(text, file, existingSessions(s, repo))
+  if (Either.isLeft(parsed)) throw new Error(parsed.left.message)
+  writeFileSync(file, text)
+}
+console.log(`wrote ${scenarios.length} scenarios to ${out}`)
