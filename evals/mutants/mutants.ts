@@ -250,7 +250,7 @@ export const mutants: ReadonlyArray<Mutant> = [
     find: "      if (u.tokens >= whole.tokens) u = whole",
     replace: "      if (u.tokens < 0) u = whole",
     catches: ["keep-what-fits"],
-    sessions: ["found-small-results"]
+    sessions: ["found-small-results", "found-reduced-larger"]
   },
   {
     name: "reserve-ratio-1-percent",

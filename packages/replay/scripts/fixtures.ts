@@ -1509,6 +1509,12 @@ const found: ReadonlyArray<{
     what: "turns whose tool results are shorter than their placeholders: a reduced turn must never be larger than the whole one"
   },
   {
+    seed: 11,
+    index: 1,
+    id: "found-reduced-larger",
+    what: "short tool results whose placeholders would cost more than the results: shown reduced, a turn would crowd out an earlier one that fits whole (the reduced-larger-than-whole mutant's session since compaction plans by the request's own count)"
+  },
+  {
     seed: 635_926_711,
     index: 25,
     id: "found-compaction-room",

@@ -101,6 +101,9 @@ export const PROFILE_LIMITS: Readonly<Record<string, ProfileLimits>> = {
 }
 
 /** Input tokens a request may use on a profile: (window - reserve) less the margin. */
+/** Seed 003's share of the available budget for the newest turns (L1, "L1_recent: 18%"). */
+export const RECENT_SHARE = 0.18
+
 export const expectedAvailable = (limits: ProfileLimits): number =>
   Math.floor((limits.window - limits.reserve) * (1 - limits.margin))
 
@@ -874,7 +877,14 @@ const turnsEvidence = (
       }
     }
     const used = o.result.report.total ?? o.counter.countMessages(chatMessagesOf(o.result))
-    nextOlder = { turn: newestAbsent, minTokens, free: available - used }
+    // Recalled turns (seed 003 memory shares) may only have what the newest turns do not need up
+    // to their own share: while the turns shown take less than that share, recall's tokens count as
+    // free for them.
+    const recall = layers.find((l) => l._tag === "system" && l.id === "recall__context")
+    const recallTokens = recall === undefined || recall._tag !== "system" ? 0 : count(recall.text)
+    const shownTokens = o.result.layers.find((l) => l.id === "checkpoint_messages")?.tokens ?? 0
+    const free = available - used + (shownTokens < RECENT_SHARE * available ? recallTokens : 0)
+    nextOlder = { turn: newestAbsent, minTokens, free }
   }
   return {
     ...(running === undefined ? {} : { runningTurn: running }),
