@@ -3,7 +3,7 @@
  * context blocks, whole turns) with the tokens each adds to the rendered request, counted per
  * rendered message so a request's count is the sum of its messages plus its own framing.
  */
-import type { ChatMessage } from "@ctxo/budget/ChatFormat"
+import type { ChatMessage, ToolDefinition } from "@ctxo/budget/ChatFormat"
 import type { Unit } from "@ctxo/budget/Fit"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import type { Message } from "@ctxo/history/Message"
@@ -141,41 +141,31 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
     return tokens
   }
   // The tool definitions a request carries, counted by the provider's formula (a list's framing
-  // is counted once per request: a unit carries it too, so the fit errs on the safe side).
-  const toolsCache = new WeakMap<ReadonlyArray<ToolSpec>, number>()
-  const toolsTokens = (tools: ReadonlyArray<ToolSpec> | undefined) => {
-    if (tools === undefined || tools.length === 0) return 0
-    let tokens = toolsCache.get(tools)
-    if (tokens === undefined) {
-      tokens = counter.countMessages([], { tools: tools.map(toolDefinitionOf) }) - requestBase
-      toolsCache.set(tools, tokens)
+  // is counted once per request: a unit carries it too, so the fit errs on the safe side), once
+  // per object: the list of a rendering, or one tool.
+  const toolTokensBy = <T extends object>(definitionsOf: (value: T) => ReadonlyArray<ToolDefinition>) => {
+    const counted = new WeakMap<T, number>()
+    return (value: T | undefined) => {
+      if (value === undefined) return 0
+      let tokens = counted.get(value)
+      if (tokens === undefined) {
+        const definitions = definitionsOf(value)
+        tokens =
+          definitions.length === 0 ? 0 : counter.countMessages([], { tools: definitions }) - requestBase
+        counted.set(value, tokens)
+      }
+      return tokens
     }
-    return tokens
   }
-  const anthropicCache = new WeakMap<ReadonlyArray<AnthropicTool>, number>()
-  const anthropicToolsTokens = (tools: ReadonlyArray<AnthropicTool> | undefined) => {
-    if (tools === undefined || tools.length === 0) return 0
-    let tokens = anthropicCache.get(tools)
-    if (tokens === undefined) {
-      const definitions = tools.map((t) => ({
-        name: t.name,
-        ...(t.description === undefined ? {} : { description: t.description }),
-        parameters: t.input_schema
-      }))
-      tokens = counter.countMessages([], { tools: definitions }) - requestBase
-      anthropicCache.set(tools, tokens)
-    }
-    return tokens
-  }
-  const toolUnits = new WeakMap<ToolSpec, number>()
-  const toolUnitTokens = (spec: ToolSpec) => {
-    let tokens = toolUnits.get(spec)
-    if (tokens === undefined) {
-      tokens = toolsTokens([spec])
-      toolUnits.set(spec, tokens)
-    }
-    return tokens
-  }
+  const toolsTokens = toolTokensBy((tools: ReadonlyArray<ToolSpec>) => tools.map(toolDefinitionOf))
+  const anthropicToolsTokens = toolTokensBy((tools: ReadonlyArray<AnthropicTool>) =>
+    tools.map((t) => ({
+      name: t.name,
+      ...(t.description === undefined ? {} : { description: t.description }),
+      parameters: t.input_schema
+    }))
+  )
+  const toolUnitTokens = toolTokensBy((spec: ToolSpec) => [toolDefinitionOf(spec)])
   const countRequest = (rendered: RenderedRequest, upTo?: number) => {
     if (rendered.format === "react") {
       const all = chatMessagesOf(rendered)
