@@ -420,29 +420,55 @@ export const makeUnsafe = (rootDir: string): Service => {
       writeAt(base, base, INDEX_FILE, jsonText(records), (real) => real === base)
     )
 
-  // --- the distributions, read whole (a retry looks its key up; they are few and small)
-  const distributionsFile = join(root, DISTRIBUTIONS_FILE)
-  const distributionsLock = Effect.unsafeMakeSemaphore(1)
-  const readDistributions = Effect.gen(function* () {
-    const base = yield* ready
-    const read = yield* attempt(distributionsFile, "read", () =>
-      readInside(distributionsFile, (real) => dirname(real) === base)
-    )
-    if (read._tag !== "Read") return [] as ReadonlyArray<Distribution>
-    return yield* fromEither(decodeDistributions(read.text, DISTRIBUTIONS_FILE))
-  })
+  /**
+   * A file of records at the top of the root, read whole and decoded once per version (device,
+   * inode, time and size): while it is unchanged, reading it is one `stat`.
+   */
+  const rootRecords = <A>(
+    name: string,
+    decode: (text: string, file: string) => Either.Either<ReadonlyArray<A>, StoreError>
+  ) => {
+    const file = join(root, name)
+    let cached: { readonly stamp: string; readonly records: ReadonlyArray<A> } | undefined
+    return Effect.gen(function* () {
+      const base = yield* ready
+      const stamp = yield* Effect.promise(() => stampNow(file))
+      if (stamp === undefined) return [] as ReadonlyArray<A>
+      if (cached?.stamp === stamp) return cached.records
+      const read = yield* attempt(file, "read", () => readInside(file, (real) => dirname(real) === base))
+      if (read._tag !== "Read") return [] as ReadonlyArray<A>
+      const records = yield* fromEither(decode(read.text, name))
+      cached = { stamp: read.stamp, records }
+      return records
+    })
+  }
 
-  // --- the root's memory (L3, L4), read whole and rewritten whole under its lock
-  const globalMemoryFile = join(root, GLOBAL_MEMORY_FILE)
+  // --- the distributions, read whole (a retry looks its key up; they are few and small)
+  const distributionsLock = Effect.unsafeMakeSemaphore(1)
+  const readDistributions = rootRecords(DISTRIBUTIONS_FILE, decodeDistributions)
+
+  // --- the root's memory (L3, L4), read whole and rewritten whole under its lock; every compile
+  // reads it, so an unchanged file is not read again
   const globalMemoryLock = Effect.unsafeMakeSemaphore(1)
-  const readGlobalMemory = Effect.gen(function* () {
-    const base = yield* ready
-    const read = yield* attempt(globalMemoryFile, "read", () =>
-      readInside(globalMemoryFile, (real) => dirname(real) === base)
-    )
-    if (read._tag !== "Read") return [] as ReadonlyArray<MemoryEntry>
-    return yield* fromEither(decodeMemory(read.text, GLOBAL_MEMORY_FILE))
-  })
+  const readGlobalMemory = rootRecords(GLOBAL_MEMORY_FILE, decodeMemory)
+
+  // --- a session's memory.json, decoded once per text (the cached read hands back the same text
+  // while the file is unchanged)
+  const sessionMemory = new Map<
+    string,
+    { readonly text: string; readonly entries: ReadonlyArray<MemoryEntry> }
+  >()
+  const readSessionMemory = (sessionId: string) =>
+    Effect.gen(function* () {
+      const text = yield* readChecked("session", sessionId, MEMORY_FILE)
+      if (text === undefined) return [] as ReadonlyArray<MemoryEntry>
+      const hit = sessionMemory.get(sessionId)
+      if (hit?.text === text) return hit.entries
+      const entries = yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
+      sessionMemory.set(sessionId, { text, entries })
+      bounded(sessionMemory, 1024)
+      return entries
+    })
 
   const getSession = (id: string) =>
     Effect.gen(function* () {
@@ -741,21 +767,13 @@ export const makeUnsafe = (rootDir: string): Service => {
           yield* writeSessionFile(sessionId, TASKS_FILE, jsonText(tasks))
         })
       ),
-    readMemory: (sessionId) =>
-      Effect.gen(function* () {
-        yield* getSession(sessionId)
-        const text = yield* readChecked("session", sessionId, MEMORY_FILE)
-        if (text === undefined) return []
-        return yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
-      }),
+    readMemory: (sessionId) => Effect.zipRight(getSession(sessionId), readSessionMemory(sessionId)),
     updateMemory: (sessionId, update) =>
       withSessionLock(
         sessionId,
         Effect.gen(function* () {
           yield* getSession(sessionId)
-          const text = yield* readChecked("session", sessionId, MEMORY_FILE)
-          const before =
-            text === undefined ? [] : yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
+          const before = yield* readSessionMemory(sessionId)
           const after = update(before)
           if (after !== before) yield* writeSessionFile(sessionId, MEMORY_FILE, jsonText(after))
           return after

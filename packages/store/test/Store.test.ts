@@ -230,3 +230,35 @@ describe("Store", () => {
     expect(await Effect.runPromise(Store.seedIfEmpty(root, from))).toBe(false)
   })
 })
+
+describe("the root's memory file", () => {
+  const entry = (id: string, text: string) => ({
+    id,
+    level: "L4" as const,
+    text,
+    importance: 0.7,
+    reasons: [],
+    sources: [{ session: "s" }],
+    createdAt: "2026-11-25T00:00:00.000Z",
+    updatedAt: "2026-11-25T00:00:00.000Z"
+  })
+  it("is read again only when it changed, by the store or by another process", () =>
+    withStore((store, root) =>
+      Effect.gen(function* () {
+        expect(yield* store.readGlobalMemory).toEqual([])
+        yield* store.updateGlobalMemory(() => [entry("L4:a", "first")])
+        const first = yield* store.readGlobalMemory
+        expect(first.map((e) => e.text)).toEqual(["first"])
+        // Unchanged: the same decoded records.
+        expect(yield* store.readGlobalMemory).toBe(first)
+        // Replaced by another process: read again.
+        writeFileSync(join(root, "memory.json"), JSON.stringify([entry("L4:b", "second, from outside")]))
+        expect((yield* store.readGlobalMemory).map((e) => e.text)).toEqual(["second, from outside"])
+        // A corrupt file is a CorruptFile naming it, not a stale answer.
+        writeFileSync(join(root, "memory.json"), "[{")
+        const error = yield* flip(store.readGlobalMemory)
+        expect(error._tag).toBe("CorruptFile")
+        expect(error.message).toContain("memory.json")
+      })
+    ))
+})
