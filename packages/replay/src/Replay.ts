@@ -83,12 +83,39 @@ const manifestOf = (session: RecordedSession, profile: Profile) =>
   )
 
 /** Tool steps as history records them: words with the call they announce, results, the final answer. */
-interface Planned {
+export interface Planned {
   readonly kind: "step" | "result" | "final"
   readonly text?: string
   readonly call?: { readonly callId: string; readonly name: string; readonly input: unknown }
   readonly result?: Extract<Step, { type: "tool_result" }>
 }
+/**
+ * The model's answer the plan holds at `from`: the words of the first step and the tool calls of
+ * the steps that follow it together, stopping before a step `stop` names once a call is taken;
+ * and where the plan goes on.
+ */
+export const modelStepAt = (
+  plan: ReadonlyArray<Planned>,
+  from: number,
+  stop: (at: number) => boolean = () => false
+): { readonly text: string; readonly toolCalls: Array<TurnEngine.ToolCall>; readonly next: number } => {
+  const toolCalls: Array<TurnEngine.ToolCall> = []
+  let text = ""
+  let next = from
+  while (plan[next]?.kind === "step" && !(toolCalls.length > 0 && stop(next))) {
+    const step = plan[next]!
+    if (toolCalls.length === 0) text = step.text ?? ""
+    if (step.call !== undefined)
+      toolCalls.push({
+        id: step.call.callId,
+        name: step.call.name,
+        arguments: JSON.stringify(step.call.input ?? {})
+      })
+    next++
+  }
+  return { text, toolCalls, next }
+}
+
 export const planSteps = (steps: ReadonlyArray<Step>): Array<Planned> => {
   const out: Array<Planned> = []
   for (let i = 0; i < steps.length; i++) {
@@ -318,20 +345,9 @@ export const replaySession = (session: RecordedSession, profile: Profile, option
                   }
                 }
               }
-              const calls: Array<TurnEngine.ToolCall> = []
-              let text = ""
-              while (plan[next]?.kind === "step" && !(calls.length > 0 && crashes(next))) {
-                const step = plan[next]!
-                if (calls.length === 0) text = step.text ?? ""
-                if (step.call !== undefined)
-                  calls.push({
-                    id: step.call.callId,
-                    name: step.call.name,
-                    arguments: JSON.stringify(step.call.input ?? {})
-                  })
-                next++
-              }
-              return { text, toolCalls: calls }
+              const taken = modelStepAt(plan, next, crashes)
+              next = taken.next
+              return { text: taken.text, toolCalls: taken.toolCalls }
             }),
           runTool: (call) =>
             Effect.gen(function* () {

@@ -45,7 +45,7 @@ import type { MemoryEntry } from "@ctxo/store/Records"
 import * as Store from "@ctxo/store/Store"
 import { Clock, Context, Effect, Either, Exit, Layer, Schema, Scope } from "effect"
 import type { Profile } from "./Replay.ts"
-import { planSteps } from "./Replay.ts"
+import { modelStepAt, type Planned, planSteps } from "./Replay.ts"
 import type { ChatStep, Data, MemoryStep, NewSession, Scenario, ScenarioStep } from "./Scenario.ts"
 import { DEFAULT_TENANT } from "./Scenario.ts"
 import type {
@@ -203,8 +203,7 @@ const textsOf = (request: unknown): ReadonlyArray<string> => {
 }
 
 /** The scenario's replies as the model and the tools of one turn (as the replay harness drives them). */
-const scriptedDriver = (step: ChatStep): TurnEngine.Driver => {
-  const plan = planSteps(step.replies)
+const scriptedDriver = (plan: ReadonlyArray<Planned>): TurnEngine.Driver => {
   let next = 0
   return {
     model: () =>
@@ -215,20 +214,9 @@ const scriptedDriver = (step: ChatStep): TurnEngine.Driver => {
           next++
           return { text: first?.text ?? "", toolCalls: [] }
         }
-        const calls: Array<TurnEngine.ToolCall> = []
-        let text = ""
-        while (plan[next]?.kind === "step") {
-          const s = plan[next]!
-          if (calls.length === 0) text = s.text ?? ""
-          if (s.call !== undefined)
-            calls.push({
-              id: s.call.callId,
-              name: s.call.name,
-              arguments: JSON.stringify(s.call.input ?? {})
-            })
-          next++
-        }
-        return { text, toolCalls: calls }
+        const taken = modelStepAt(plan, next)
+        next = taken.next
+        return { text: taken.text, toolCalls: taken.toolCalls }
       }),
     runTool: (call) =>
       Effect.sync(
@@ -498,7 +486,7 @@ export const runScenario = (scenario: Scenario, profile: Profile, options: Scena
           let shown: ReadonlyArray<MemoryShown> | undefined
           const plan = planSteps(step.replies)
           const outcome = yield* Effect.either(
-            engine.turn({ sessionId: sid, input: step.input, model: profile.model }, scriptedDriver(step), {
+            engine.turn({ sessionId: sid, input: step.input, model: profile.model }, scriptedDriver(plan), {
               defaultModel: profile.model,
               maxSteps: plan.length + 1,
               format: profile.format,
