@@ -14,31 +14,18 @@ import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import type { BreakerName } from "@ctxo/replay/Breakers"
 import { brokenLayer } from "@ctxo/replay/Breakers"
 import { check } from "@ctxo/replay/Invariants"
-import { defaultProfiles, live, replaySession } from "@ctxo/replay/Replay"
+import { live, replaySession } from "@ctxo/replay/Replay"
 import { parseSession } from "@ctxo/replay/Session"
 import { Either, Layer, ManagedRuntime } from "effect"
+import { profileOf, progressOf, violationCount } from "./provider-common.ts"
 
 const root = resolve(import.meta.dirname, "..")
-
-/** For the progress line only (the assertions judge): a broken check must not fail the replay. */
-const violationCount = (evidence: Parameters<typeof check>[0]) => {
-  try {
-    return check(evidence).length
-  } catch {
-    return undefined
-  }
-}
 
 export default class CtxoReplayProvider {
   private readonly profile
   private readonly runtime
   constructor(options: { readonly id?: string; readonly config?: { readonly profile?: string } }) {
-    const name = options.config?.profile ?? "gpt-4o"
-    this.profile = defaultProfiles.find((p) => p.id === name) ?? {
-      id: name,
-      model: name,
-      format: "openai" as const
-    }
+    this.profile = profileOf(options)
     const broken = process.env.CTXO_EVAL_BREAK as BreakerName | undefined
     this.runtime = ManagedRuntime.make(
       Layer.mergeAll(broken ? brokenLayer(broken) : live, ModelRegistry.layer(), Tokenizer.layer())
@@ -53,12 +40,7 @@ export default class CtxoReplayProvider {
     const started = performance.now()
     const file = resolve(root, prompt.trim())
     const name = basename(file).replace(/\.json$/, "")
-    const progress = (line: Record<string, unknown>) => {
-      if (process.env.CTXO_EVAL_PROGRESS === "1")
-        process.stderr.write(
-          `@@ctxo-progress ${JSON.stringify({ session: name, profile: this.profile.id, ms: Math.round(performance.now() - started), ...line })}\n`
-        )
-    }
+    const progress = progressOf({ session: name, profile: this.profile.id }, started)
     const session = parseSession(readFileSync(file, "utf8"), prompt.trim())
     if (Either.isLeft(session)) {
       progress({ error: session.left.message })
@@ -72,7 +54,7 @@ export default class CtxoReplayProvider {
       compiles: evidence.points.length,
       compactions: evidence.compactions.filter((c) => c.status !== "not-needed").length,
       refusals: evidence.failures.filter((f) => f.refusal).length,
-      violations: violationCount(evidence)
+      violations: violationCount(check, evidence)
     })
     return {
       output: JSON.stringify(evidence),

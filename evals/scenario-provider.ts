@@ -15,34 +15,21 @@ import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import type { BreakerName } from "@ctxo/replay/Breakers"
 import { brokenLayer } from "@ctxo/replay/Breakers"
-import { defaultProfiles, live } from "@ctxo/replay/Replay"
+import { live } from "@ctxo/replay/Replay"
 import { parseScenario } from "@ctxo/replay/Scenario"
 import { checkScenario } from "@ctxo/replay/ScenarioInvariants"
 import { existingSessions, runScenario } from "@ctxo/replay/ScenarioRun"
 import { Either, Layer, ManagedRuntime } from "effect"
+import { profileOf, progressOf, violationCount } from "./provider-common.ts"
 
 const root = resolve(import.meta.dirname, "..")
-
-/** For the progress line only (the assertions judge): a broken check must not fail the run. */
-const violationCount = (evidence: Parameters<typeof checkScenario>[0]) => {
-  try {
-    return checkScenario(evidence).length
-  } catch {
-    return undefined
-  }
-}
 
 export default class CtxoScenarioProvider {
   private readonly profile
   private readonly runtime
   private readonly providerId: string
   constructor(options: { readonly id?: string; readonly config?: { readonly profile?: string } }) {
-    const name = options.config?.profile ?? "gpt-4o"
-    this.profile = defaultProfiles.find((p) => p.id === name) ?? {
-      id: name,
-      model: name,
-      format: "openai" as const
-    }
+    this.profile = profileOf(options)
     this.runtime = ManagedRuntime.make(Layer.mergeAll(ModelRegistry.layer(), Tokenizer.layer()))
     this.providerId = options.id ?? `ctxo-scenario:${this.profile.id}`
   }
@@ -53,12 +40,7 @@ export default class CtxoScenarioProvider {
     const started = performance.now()
     const file = resolve(root, prompt.trim())
     const name = basename(file).replace(/\.json$/, "")
-    const progress = (line: Record<string, unknown>) => {
-      if (process.env.CTXO_EVAL_PROGRESS === "1")
-        process.stderr.write(
-          `@@ctxo-progress ${JSON.stringify({ kind: "scenario", session: name, profile: this.profile.id, ms: Math.round(performance.now() - started), ...line })}\n`
-        )
-    }
+    const progress = progressOf({ kind: "scenario", session: name, profile: this.profile.id }, started)
     const text = readFileSync(file, "utf8")
     let shape: Parameters<typeof existingSessions>[0] = {}
     try {
@@ -84,7 +66,7 @@ export default class CtxoScenarioProvider {
       steps: evidence.steps.length,
       compiles: evidence.budgets.filter((b) => b.what === "compile").length,
       aggregates: evidence.aggregates.length,
-      violations: violationCount(evidence)
+      violations: violationCount(checkScenario, evidence)
     })
     return {
       output: JSON.stringify(evidence),
