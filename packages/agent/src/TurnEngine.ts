@@ -145,7 +145,16 @@ export interface StepContext {
   /** The manifest the turn compiles with (what the session allows its tools, among the rest). */
   readonly manifest: Manifest
   readonly emit: (event: TurnEvent) => Effect.Effect<void>
+  /**
+   * This step's request compiled again with other handed contexts (an orchestrator asking its
+   * planner, then its reflector, within one step of the turn): the same history, manifest, tools
+   * and model; nothing is recorded or remembered.
+   */
+  readonly recompile: (extras: CompileExtras) => Effect.Effect<CompileResult, CompileError>
 }
+
+/** Contexts a caller hands every compile of a turn (`CompileOptions.nodeContext`, `CompileOptions.meta`). */
+export type CompileExtras = Pick<CompileOptions, "nodeContext" | "meta">
 
 /**
  * The model and the tools of a turn. `runTool` absent: the client runs the tools (the
@@ -171,6 +180,8 @@ export interface TurnOptions {
   readonly tools?: ReadonlyArray<OfferedTool>
   /** The client's own tools (all sent, counted: `CompileOptions.clientTools`). */
   readonly clientTools?: ReadonlyArray<ToolSpec>
+  /** Contexts handed to every compile of the turn (a specialist's node context, a run's meta context). */
+  readonly extras?: CompileExtras
   readonly emit?: (event: TurnEvent) => Effect.Effect<void>
   /** Each compile, as it happens (replay measures them). */
   readonly onCompiled?: (
@@ -207,6 +218,8 @@ export interface TurnRequest {
   readonly references?: ReadonlyArray<InputReference>
   readonly idempotencyKey?: string
   readonly model?: string
+  /** The thinking-map node the input is about: the turn joins that node's conversation. */
+  readonly node?: string
 }
 
 export interface ToolResultInput {
@@ -252,10 +265,11 @@ export class InvalidToolResults extends Schema.TaggedError<InvalidToolResults>(
   }
 }
 
-/** The tools of a turn's compiles. */
+/** The tools and handed contexts of a turn's compiles. */
 const toolsOf = (options: TurnOptions) => ({
   ...(options.tools === undefined ? {} : { tools: options.tools }),
-  ...(options.clientTools === undefined ? {} : { clientTools: options.clientTools })
+  ...(options.clientTools === undefined ? {} : { clientTools: options.clientTools }),
+  ...options.extras
 })
 
 // --- per-session state: bounded, evicted when idle
@@ -432,7 +446,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           const compiled = yield* provide(compiler.compile(compileOptions))
           state.compileState = compiled.state
           if (options.onCompiled) yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
-          const context: StepContext = { turn, step, model, manifest, emit }
+          const context: StepContext = {
+            turn,
+            step,
+            model,
+            manifest,
+            emit,
+            recompile: (extras) => provide(compiler.compile({ ...compileOptions, ...extras }))
+          }
           const answer = yield* driver.model(compiled, context)
           if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
           if (answer.toolCalls.length === 0) {
@@ -507,7 +528,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           const began = {
             input: request.input,
             ...(request.idempotencyKey === undefined ? {} : { inputKey: request.idempotencyKey }),
-            ...(request.references === undefined ? {} : { references: request.references })
+            ...(request.references === undefined ? {} : { references: request.references }),
+            ...(request.node === undefined ? {} : { node: request.node })
           }
           const conflict = keyConflict(before, began)
           if (conflict !== undefined) return yield* Effect.fail(conflict)

@@ -54,7 +54,9 @@ import type { Selection } from "./internal/selectBlocks.ts"
 import { selectBlocks } from "./internal/selectBlocks.ts"
 import { makeCounting } from "./internal/units.ts"
 import type { Manifest, Reference } from "./Manifest.ts"
+import type { MetaContext } from "./MetaContext.ts"
 import type { Format, RenderedRequest } from "./Render.ts"
+import type { ContextInfo } from "./ThinkingMap.ts"
 import type { OfferedTool, Ranker, ToolSpec } from "./ToolSelection.ts"
 import { selectTools } from "./ToolSelection.ts"
 import { Workspace } from "./Workspace.ts"
@@ -108,6 +110,10 @@ export interface CompileOptions {
   readonly tools?: ReadonlyArray<OfferedTool>
   /** Memories of the session (L2) and beyond (L3, L4) the memory source may draw on. */
   readonly memory?: ReadonlyArray<MemoryItem>
+  /** A thinking-map node's context to show (`tree__context`) instead of the manifest's `tree` (a specialist's step). */
+  readonly nodeContext?: ContextInfo
+  /** A plan-execute-reflect run's meta context (`meta__context`, cut to the agent-output share). */
+  readonly meta?: MetaContext
   /** The client's own tools (`/v1/chat/completions`): all sent, required, counted. */
   readonly clientTools?: ReadonlyArray<ToolSpec>
   /** How relevance is judged (tools, skills, knowledge; default: the compile cache's ranker). */

@@ -47,6 +47,7 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       "important_memory__context",
       "memory__context",
       "recall__context",
+      "meta__context",
       "query"
     ]
   },
@@ -65,6 +66,7 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       "important_memory__context",
       "memory__context",
       "recall__context",
+      "meta__context",
       "query",
       "todo__context"
     ]
@@ -85,6 +87,7 @@ export const policies: Readonly<Record<PolicyName, Policy>> = {
       "important_memory__context",
       "memory__context",
       "recall__context",
+      "meta__context",
       "query"
     ]
   }

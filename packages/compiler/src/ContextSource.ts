@@ -10,12 +10,15 @@
  */
 import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import type { Counter } from "@ctxo/budget/Tokenizer"
-import type { Summary } from "@ctxo/history/Message"
+import type { HistoryDocument, Summary } from "@ctxo/history/Message"
 import { Context, Effect, Either } from "effect"
 import { InvalidContextKey, type UnresolvedReference } from "./CompilerErrors.ts"
 import type { Manifest } from "./Manifest.ts"
+import type { MetaContext } from "./MetaContext.ts"
+import { metaSource } from "./MetaContext.ts"
 import type { ContextUnit } from "./Sources.ts"
 import { findRulesFile, globMatcher, isGlob, todoRecap, treeContext } from "./Sources.ts"
+import type { ContextInfo } from "./ThinkingMap.ts"
 import type { Ranker } from "./ToolSelection.ts"
 
 /** What a source is asked for (seed 003): the query, its budget, and the counter to count with. */
@@ -69,6 +72,12 @@ export interface CollectContext extends CollectRequest {
   /** Turns of this session still in the history's view (a memory of one of them is not needed). */
   readonly liveTurns: ReadonlySet<number>
   readonly manifest: Manifest
+  /** The session's whole history (the conversation about a thinking-map node is its turns that name it). */
+  readonly history: HistoryDocument
+  /** A node's context handed by the caller (a specialist's step): the tree source shows it instead of `manifest.tree`. */
+  readonly nodeContext?: ContextInfo
+  /** A run's meta context handed by the caller (the planner's, the reflector's). */
+  readonly meta?: MetaContext
   /** The session's files, relative, sorted. */
   readonly sessionFiles: ReadonlyArray<string>
   /** Summaries the history view shows (compression__context). */
@@ -379,6 +388,7 @@ export const defaultSources: ReadonlyArray<ContextSource> = [
   knowledgeSource,
   skillsSource,
   memorySource,
+  metaSource,
   compressionSource
 ]
 

@@ -79,6 +79,8 @@ export const MessageMeta = Schema.Struct({
   inputKey: Schema.optional(Schema.String),
   /** References that came with the input (input messages only): resolved each time the turn compiles. */
   references: Schema.optional(Schema.Array(InputReference)),
+  /** The thinking-map node the input is about (input messages only): its node's conversation. */
+  node: Schema.optional(Schema.String),
   /**
    * What the provider reported for the request that produced this assistant message (input and
    * output tokens): the latest is the compaction trigger's "last usage", kept across restarts.

@@ -100,6 +100,8 @@ export interface BeginTurnOptions {
   readonly inputKey?: string
   /** References sent with the input (manifest shape); kept on the input message. */
   readonly references?: ReadonlyArray<InputReference>
+  /** The thinking-map node the input is about (seed 004): the turn is part of that node's conversation. */
+  readonly node?: string
   readonly now?: string
 }
 
@@ -157,6 +159,7 @@ export const beginTurn = (doc: HistoryDocument, options: BeginTurnOptions): Bega
       ...(options.references === undefined || options.references.length === 0
         ? {}
         : { references: [...options.references] }),
+      ...(options.node === undefined ? {} : { node: options.node }),
       ...(options.now === undefined ? {} : { createdAt: options.now })
     }
   }

@@ -142,6 +142,7 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     "important_memory__context",
     "memory__context",
     "recall__context",
+    "meta__context",
     "query"
   ],
   "code-agent": [
@@ -156,6 +157,7 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     "important_memory__context",
     "memory__context",
     "recall__context",
+    "meta__context",
     "query",
     "todo__context"
   ],
@@ -172,6 +174,7 @@ export const EXPECTED_ORDER: Readonly<Record<PolicyName, ReadonlyArray<string>>>
     "important_memory__context",
     "memory__context",
     "recall__context",
+    "meta__context",
     "query"
   ]
 }

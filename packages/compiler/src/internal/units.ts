@@ -43,7 +43,9 @@ export const budgetSourceOf = (key: string): string =>
           ? "important_history"
           : key === "memory__context"
             ? "semantic"
-            : budgetShareOf(key)
+            : key === "meta__context"
+              ? "agent_output"
+              : budgetShareOf(key)
 
 /** The default shares' source a context's share is taken from (rules and summaries: their own). */
 const budgetShareOf = (key: string): string =>
