@@ -12,6 +12,9 @@ import {
   HISTORY_FILE,
   isHistoryFile,
   MEMORY_FILE,
+  RUN_ID,
+  RUNS_DIR,
+  runPath,
   TASKS_FILE,
   toolResultPath
 } from "./Paths.ts"
@@ -23,9 +26,17 @@ import {
   type MemoryEntry,
   type SessionRecord
 } from "./Records.ts"
+import { decodeRun, type EnhancedState } from "./Runs.ts"
 import type { FileInfo, Service } from "./Store.ts"
 import { newRecord, patchRecord, Store, sessionLocks, withDistribution } from "./Store.ts"
-import { FileNotFound, PathRefused, SessionExists, SessionNotFound } from "./StoreErrors.ts"
+import {
+  FileNotFound,
+  PathRefused,
+  RunNotFound,
+  SessionExists,
+  SessionNotFound,
+  type StoreError
+} from "./StoreErrors.ts"
 
 export interface MemoryFiles {
   /** Files at the top of the data root (profile.md, system-prompt.md, ...). */
@@ -215,6 +226,25 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
         globalMemory = update(globalMemory)
         return globalMemory
       }),
+    readRun: (sessionId, runId) =>
+      Effect.flatMap(sessionOf(sessionId), (s): Effect.Effect<EnhancedState, StoreError> => {
+        const text = RUN_ID.test(runId) ? s.files.get(runPath(runId))?.text : undefined
+        return text === undefined
+          ? Effect.fail(new RunNotFound({ sessionId, runId }))
+          : fromEither(decodeRun(text, `${sessionId}/${runPath(runId)}`))
+      }),
+    writeRun: (state) =>
+      RUN_ID.test(state.runId)
+        ? put(state.sessionId, runPath(state.runId), jsonText(state))
+        : Effect.fail(new PathRefused({ path: state.runId.slice(0, 120), reason: "not a run id" })),
+    listRuns: (sessionId) =>
+      Effect.map(sessionOf(sessionId), (s) =>
+        [...s.files.keys()]
+          .filter((f) => f.startsWith(`${RUNS_DIR}/`) && f.endsWith(".json"))
+          .map((f) => f.slice(RUNS_DIR.length + 1, -".json".length))
+          .filter((id) => RUN_ID.test(id))
+          .sort()
+      ),
     readKnowledgeIndex: Effect.sync(() => knowledgeIndex),
     writeKnowledgeIndex: (text) =>
       Effect.sync(() => {

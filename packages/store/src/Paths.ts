@@ -15,6 +15,7 @@
  *   <root>/<sessionId>/tool-results/<id>.json  full tool results (written by the recorder)
  *   <root>/<sessionId>/context-config.json   its compile manifest
  *   <root>/<sessionId>/tasks.json            its tasks (written by the task API, under the lock)
+ *   <root>/<sessionId>/runs/<runId>.json     its plan-execute-reflect runs (written by the orchestrator)
  *   <root>/tenants/<tenant>/                 tenant data roots (gateway with API keys)
  *
  * A path is relative, uses `/`, and has no `..`, NUL, drive letter, URL scheme, backslash, leading
@@ -49,6 +50,12 @@ export const TASKS_FILE = "tasks.json"
 /** A session's memory: its L2 entries and the pins and deletions of its L1 view (`MemoryEntry`). */
 export const MEMORY_FILE = "memory.json"
 export const TOOL_RESULTS_DIR = "tool-results"
+/** A session's plan-execute-reflect runs: `runs/<runId>.json` (`EnhancedState`), written by the orchestrator. */
+export const RUNS_DIR = "runs"
+/** A run id: 1-64 letters, digits, `_` or `-`, starting with a letter or digit. */
+export const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
+/** Where a run's state is kept, relative to the session directory (the id checked by `RUN_ID` first). */
+export const runPath = (runId: string): string => `${RUNS_DIR}/${runId}.json`
 export const TENANTS_DIR = "tenants"
 /** Global files every data root has (others are any regular file at the top of the root). */
 export const GLOBAL_FILES: ReadonlyArray<string> = ["profile.md", "system-prompt.md"]
@@ -75,11 +82,17 @@ export const isControlFile = (path: string): boolean =>
   path === MEMORY_FILE ||
   path === HISTORY_FILE ||
   path === TOOL_RESULTS_DIR ||
-  path.startsWith(`${TOOL_RESULTS_DIR}/`)
+  path.startsWith(`${TOOL_RESULTS_DIR}/`) ||
+  path === RUNS_DIR ||
+  path.startsWith(`${RUNS_DIR}/`)
 
-/** Files only the history recorder writes. */
+/** Files only the history recorder (and, for `runs/`, the orchestrator) writes. */
 export const isHistoryFile = (path: string): boolean =>
-  path === HISTORY_FILE || path === TOOL_RESULTS_DIR || path.startsWith(`${TOOL_RESULTS_DIR}/`)
+  path === HISTORY_FILE ||
+  path === TOOL_RESULTS_DIR ||
+  path.startsWith(`${TOOL_RESULTS_DIR}/`) ||
+  path === RUNS_DIR ||
+  path.startsWith(`${RUNS_DIR}/`)
 
 export const isTempFile = (name: string): boolean => name.endsWith(TEMP_SUFFIX) || LEGACY_TEMP.test(name)
 

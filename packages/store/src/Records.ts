@@ -223,7 +223,7 @@ export type MemoryEntry = typeof MemoryEntry.Type
 /** A memory.json: a JSON array of entries. */
 export const MemoryFile = Schema.parseJson(Schema.Array(MemoryEntry))
 
-const decodeWith =
+export const decodeWith =
   <A, I>(schema: Schema.Schema<A, I>) =>
   (text: string, file: string): Either.Either<A, CorruptFile> =>
     Either.mapLeft(

@@ -58,6 +58,9 @@ import {
   KNOWLEDGE_INDEX_FILE,
   MAX_DISTRIBUTIONS,
   MEMORY_FILE,
+  RUN_ID,
+  RUNS_DIR,
+  runPath,
   TASKS_FILE,
   toolResultPath
 } from "./Paths.ts"
@@ -73,9 +76,11 @@ import {
   type SessionState,
   type Task
 } from "./Records.ts"
+import { decodeRun, type EnhancedState } from "./Runs.ts"
 import {
   FileNotFound,
   PathRefused,
+  RunNotFound,
   SessionExists,
   SessionNotFound,
   type StoreError,
@@ -227,6 +232,17 @@ export interface Service {
   readonly updateGlobalMemory: (
     update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
   ) => Effect.Effect<ReadonlyArray<MemoryEntry>, StoreError>
+
+  // --- plan-execute-reflect runs (`@ctxo/agent/Orchestrator`): `<session>/runs/<runId>.json`
+  /** A run's state (`RunNotFound` when the session has no such run; CorruptFile when it does not decode). */
+  readonly readRun: (sessionId: string, runId: string) => Effect.Effect<EnhancedState, StoreError>
+  /**
+   * Writes a run's state atomically. It takes no lock: the orchestrator writes while its turn holds
+   * the session's lock (runs of a session are its turns, one at a time).
+   */
+  readonly writeRun: (state: EnhancedState) => Effect.Effect<void, StoreError>
+  /** The session's run ids, sorted. */
+  readonly listRuns: (sessionId: string) => Effect.Effect<ReadonlyArray<string>, StoreError>
 
   /** The saved knowledge index of the data root (derived data: the retrieval package's snapshot). */
   readonly readKnowledgeIndex: Effect.Effect<string | undefined, StoreError>
@@ -791,6 +807,30 @@ export const makeUnsafe = (rootDir: string): Service => {
           return after
         })
       ),
+    readRun: (sessionId, runId) =>
+      Effect.gen(function* () {
+        yield* getSession(sessionId)
+        const text = RUN_ID.test(runId) ? yield* readChecked("session", sessionId, runPath(runId)) : undefined
+        if (text === undefined) return yield* new RunNotFound({ sessionId, runId })
+        return yield* fromEither(decodeRun(text, `${sessionId}/${runPath(runId)}`))
+      }),
+    writeRun: (state) =>
+      Effect.gen(function* () {
+        if (!RUN_ID.test(state.runId))
+          return yield* new PathRefused({ path: state.runId.slice(0, 120), reason: "not a run id" })
+        yield* getSession(state.sessionId)
+        yield* writeSessionFile(state.sessionId, runPath(state.runId), jsonText(state))
+      }),
+    listRuns: (sessionId) =>
+      Effect.gen(function* () {
+        yield* getSession(sessionId)
+        const files = yield* listSession(sessionId)
+        return files
+          .filter((f) => f.startsWith(`${RUNS_DIR}/`) && f.endsWith(".json"))
+          .map((f) => f.slice(RUNS_DIR.length + 1, -".json".length))
+          .filter((id) => RUN_ID.test(id))
+          .sort()
+      }),
     readKnowledgeIndex: Effect.gen(function* () {
       const base = yield* ready
       const file = join(base, KNOWLEDGE_INDEX_FILE)

@@ -31,6 +31,16 @@ export class FileNotFound extends Schema.TaggedError<FileNotFound>("@ctxo/store/
   }
 }
 
+/** A session has no run of this id. */
+export class RunNotFound extends Schema.TaggedError<RunNotFound>("@ctxo/store/RunNotFound")("RunNotFound", {
+  sessionId: Schema.String,
+  runId: Schema.String
+}) {
+  override get message() {
+    return `Session ${this.sessionId} has no run ${this.runId.slice(0, 120)}`
+  }
+}
+
 /** A path or session id that leaves its directory, or is not a valid name. */
 export class PathRefused extends Schema.TaggedError<PathRefused>("@ctxo/store/PathRefused")("PathRefused", {
   path: Schema.String,
@@ -92,6 +102,7 @@ export class CorruptFile extends Schema.TaggedError<CorruptFile>("@ctxo/store/Co
 
 export type StoreError =
   | SessionNotFound
+  | RunNotFound
   | SessionExists
   | FileNotFound
   | PathRefused

@@ -8,6 +8,7 @@ import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as MemoryStore from "../src/MemoryStore.ts"
+import type { EnhancedState } from "../src/Runs.ts"
 import * as Store from "../src/Store.ts"
 
 const temps: Array<string> = []
@@ -79,5 +80,42 @@ describe.each(stores)("the %s store", (_, make) => {
     )
     await run(store.deleteFile("s", "context-config.json", v))
     expect((await fail(store.readFile("s", "context-config.json")))._tag).toBe("FileNotFound")
+  })
+  it("keeps a run's state: read back whole, listed, refused to the files API, unknown and corrupt named", async () => {
+    const store = make()
+    await run(store.createSession({ id: "s", concept: "" }))
+    const state: EnhancedState = {
+      format: "ctxo.run/v1",
+      version: 3,
+      runId: "r-1",
+      sessionId: "s",
+      goal: "Ship it",
+      model: "openai/gpt-4o",
+      idempotencyKey: "k",
+      createdAt: "2026-11-25T00:00:00.000Z",
+      updatedAt: "2026-11-25T00:00:01.000Z",
+      phase: "done",
+      planHistory: [],
+      executionStatus: {},
+      executionHistory: [],
+      specialistResults: {},
+      feedbackHistory: [],
+      reflectionCount: 0,
+      shouldContinue: false,
+      isCompleted: true,
+      finalAnswer: "Shipped.",
+      limits: { maxReflections: 3, maxSteps: 8, specialistBudget: 8000 },
+      transitions: [{ from: "start", to: "analyze", at: "2026-11-25T00:00:00.000Z", version: 1 }]
+    }
+    await run(store.writeRun(state))
+    expect(await run(store.readRun("s", "r-1"))).toEqual(state)
+    expect(await run(store.listRuns("s"))).toEqual(["r-1"])
+    const refused = await fail(store.writeFile("s", "runs/r-1.json", "{}"))
+    expect(refused._tag).toBe("PathRefused")
+    expect(refused.message).toContain("runs/ by the orchestrator")
+    const missing = await fail(store.readRun("s", "r-2"))
+    expect(missing.message).toBe("Session s has no run r-2")
+    expect((await fail(store.readRun("s", "../x")))._tag).toBe("RunNotFound")
+    expect((await fail(store.writeRun({ ...state, runId: "../r" })))._tag).toBe("PathRefused")
   })
 })

@@ -31,7 +31,8 @@ export const writeRefusal = (clean: string, options: EditOptions): PathRefused |
   isHistoryFile(clean)
     ? new PathRefused({
         path: clean,
-        reason: "messages.json and tool-results/ are written by the history recorder (chat)"
+        reason:
+          "messages.json and tool-results/ are written by the history recorder (chat), runs/ by the orchestrator (runs)"
       })
     : options.actor === "model" && isControlFile(clean) && options.allowControlFiles !== true
       ? new PathRefused({
