@@ -12,13 +12,14 @@ import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import type { HistoryDocument, Summary } from "@ctxo/history/Message"
 import { Context, Effect, Either } from "effect"
-import { InvalidContextKey, type UnresolvedReference } from "./CompilerErrors.ts"
+import { InvalidContextKey, UnresolvedReference } from "./CompilerErrors.ts"
 import type { Manifest } from "./Manifest.ts"
 import type { MetaContext } from "./MetaContext.ts"
 import { metaSource } from "./MetaContext.ts"
 import type { ContextUnit } from "./Sources.ts"
-import { findRulesFile, globMatcher, isGlob, todoRecap, treeContext } from "./Sources.ts"
+import { findRulesFile, globMatcher, isGlob, todoRecap } from "./Sources.ts"
 import type { ContextInfo } from "./ThinkingMap.ts"
+import { contextInfo, formatContext, MAP_SHARE, parseMap } from "./ThinkingMap.ts"
 import type { Ranker } from "./ToolSelection.ts"
 
 /** What a source is asked for (seed 003): the query, its budget, and the counter to count with. */
@@ -162,15 +163,33 @@ export const todoSource: ContextSource = {
     })
 }
 
-/** The tree context of seed 004: a node with its ancestors, dependencies and children. */
+/**
+ * A thinking-map node's context (`tree__context`) in its seven sections (`ThinkingMap.formatContext`),
+ * cut to the knowledge share: the node context the caller handed (a specialist's step), else the
+ * manifest's `tree` node of the session's map file, with the conversation of this session's history.
+ */
 export const treeSource: ContextSource = {
   id: "tree",
   collect: (c) =>
     Effect.gen(function* () {
+      const format = (info: ContextInfo) =>
+        formatContext(info, { budget: c.budgetOf(MAP_SHARE), count: (text) => c.counter.count(text) }).text
+      if (c.nodeContext !== undefined) {
+        const id = c.nodeContext.node.id
+        return [{ key: "tree__context", id: `node:${id}`, ref: `node ${id}`, text: format(c.nodeContext) }]
+      }
       const tree = c.manifest.tree
       if (tree === undefined) return []
-      const text = yield* fromEither(treeContext(yield* c.read("session", tree.file), tree.node, tree.file))
-      return [{ key: "tree__context", id: `${tree.file}#${tree.node}`, ref: tree.file, text }]
+      const ref = `${tree.file}#${tree.node}`
+      const invalid = (e: { readonly message: string }) =>
+        new UnresolvedReference({ ref, kind: "invalid", reason: e.message })
+      const map = yield* fromEither(
+        Either.mapLeft(parseMap(yield* c.read("session", tree.file), tree.file), invalid)
+      )
+      const info = yield* fromEither(
+        Either.mapLeft(contextInfo({ map, nodeId: tree.node, history: c.history, file: tree.file }), invalid)
+      )
+      return [{ key: "tree__context", id: ref, ref: tree.file, text: format(info) }]
     })
 }
 

@@ -7,6 +7,7 @@
  */
 
 import { firstProblem } from "@ctxo/store/DecodeError"
+import { MAP_FILE } from "@ctxo/store/Paths"
 import type { ParseResult } from "effect"
 import { Either, JSONSchema, Schema } from "effect"
 import { InvalidManifest } from "./CompilerErrors.ts"
@@ -50,9 +51,12 @@ export const KnowledgeSource = Schema.Struct({
 })
 
 export const TreeSource = Schema.Struct({
-  /** A JSON file of tasks: `{ nodes: [{ id, title, status?, description?, parent?, dependsOn?, notes? }] }`. */
-  file: Schema.String,
-  /** The node the agent works on. */
+  /**
+   * The session's thinking map (`ThinkingMap`, published as map.schema.json; the older task tree
+   * `{ nodes: [{ id, title, parent?, dependsOn?, description? }] }` is read too), default `map.json`.
+   */
+  file: Schema.optionalWith(Schema.String, { default: () => MAP_FILE }),
+  /** The node the agent works on: its context is shown in seven sections (`tree__context`). */
   node: Schema.String
 })
 

@@ -82,58 +82,6 @@ export const todoRecap = (markdown: string, file: string): string | undefined =>
   ].join("\n")
 }
 
-interface TreeNode {
-  readonly id: string
-  readonly title: string
-  readonly status?: string
-  readonly description?: string
-  readonly parent?: string
-  readonly dependsOn?: ReadonlyArray<string>
-  readonly notes?: string
-}
-
-/**
- * Seed 004's tree context of one node: the node, its ancestors (root first), its dependencies
- * and its children, as Markdown sections.
- */
-export const treeContext = (
-  json: string,
-  nodeId: string,
-  file: string
-): Either.Either<string, UnresolvedReference> => {
-  const fail = (reason: string) =>
-    Either.left(new UnresolvedReference({ ref: `${file}#${nodeId}`, kind: "invalid", reason }))
-  let nodes: ReadonlyArray<TreeNode>
-  try {
-    const parsed = JSON.parse(json) as { nodes?: ReadonlyArray<TreeNode> }
-    nodes = parsed.nodes ?? []
-  } catch (e) {
-    return fail(`${file} is not valid JSON: ${e instanceof Error ? e.message : String(e)}`)
-  }
-  const byId = new Map(nodes.map((n) => [n.id, n]))
-  const node = byId.get(nodeId)
-  if (node === undefined) return fail(`no node "${nodeId}" in ${file}`)
-  const line = (n: TreeNode) => `- ${n.title}${n.status ? ` (${n.status})` : ""}`
-  const ancestors: Array<TreeNode> = []
-  for (let p = node.parent; p !== undefined; ) {
-    const parent = byId.get(p)
-    if (parent === undefined || ancestors.includes(parent)) break
-    ancestors.unshift(parent)
-    p = parent.parent
-  }
-  const dependencies = (node.dependsOn ?? []).map((id) => byId.get(id)).filter((n) => n !== undefined)
-  const children = nodes.filter((n) => n.parent === node.id)
-  const sections = [
-    `## Current task: ${node.title}${node.status ? ` (${node.status})` : ""}`,
-    ...(node.description ? [node.description] : []),
-    ...(node.notes ? [`Notes: ${node.notes}`] : []),
-    ...(ancestors.length > 0 ? ["", "## Ancestors (root first)", ...ancestors.map(line)] : []),
-    ...(dependencies.length > 0 ? ["", "## Dependencies", ...dependencies.map(line)] : []),
-    ...(children.length > 0 ? ["", "## Children", ...children.map(line)] : [])
-  ]
-  return Either.right(sections.join("\n"))
-}
-
 /**
  * A file as knowledge units: Markdown by top-level block, anything else whole; one block when
  * `block` names it (a heading path or, with the sidecar, a short id).

@@ -5,11 +5,11 @@ import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { compile } from "../src/Compile.ts"
 import type { ContextSource } from "../src/ContextSource.ts"
 import { defaultSources } from "../src/ContextSource.ts"
-import { findRulesFile, globMatcher, todoRecap, treeContext } from "../src/Sources.ts"
+import { findRulesFile, globMatcher, todoRecap } from "../src/Sources.ts"
 import * as Workspace from "../src/Workspace.ts"
 
 const tree = JSON.stringify({
@@ -40,28 +40,6 @@ describe("sources", () => {
       "Todo (milestones.md): 2 of 4 done.\nOpen:\n- [ ] two\n- [ ] four"
     )
     expect(todoRecap("no tasks here", "t.md")).toBeUndefined()
-  })
-
-  it("formats the tree context of a node (seed 004)", () => {
-    expect(Either.getOrThrow(treeContext(tree, "login", "tasks.json"))).toBe(
-      [
-        "## Current task: Fix login expiry (in progress)",
-        "Sessions expire too early.",
-        "",
-        "## Ancestors (root first)",
-        "- Ship v1",
-        "- Authentication (in progress)",
-        "",
-        "## Dependencies",
-        "- Database schema (done)",
-        "",
-        "## Children",
-        "- Regression test (todo)"
-      ].join("\n")
-    )
-    expect(Either.flip(treeContext(tree, "nope", "tasks.json")).pipe(Either.getOrThrow).message).toBe(
-      'Reference tasks.json#nope: no node "nope" in tasks.json'
-    )
   })
 
   it("matches globs", () => {

@@ -15,6 +15,7 @@
  *   <root>/<sessionId>/tool-results/<id>.json  full tool results (written by the recorder)
  *   <root>/<sessionId>/context-config.json   its compile manifest
  *   <root>/<sessionId>/tasks.json            its tasks (written by the task API, under the lock)
+ *   <root>/<sessionId>/map.json              its thinking map (`@ctxo/compiler/ThinkingMap`)
  *   <root>/<sessionId>/runs/<runId>.json     its plan-execute-reflect runs (written by the orchestrator)
  *   <root>/tenants/<tenant>/                 tenant data roots (gateway with API keys)
  *
@@ -49,6 +50,8 @@ export const MANIFEST_FILE = "context-config.json"
 export const TASKS_FILE = "tasks.json"
 /** A session's memory: its L2 entries and the pins and deletions of its L1 view (`MemoryEntry`). */
 export const MEMORY_FILE = "memory.json"
+/** A session's thinking map: its nodes, their relations and conclusions (`@ctxo/compiler/ThinkingMap`). */
+export const MAP_FILE = "map.json"
 export const TOOL_RESULTS_DIR = "tool-results"
 /** A session's plan-execute-reflect runs: `runs/<runId>.json` (`EnhancedState`), written by the orchestrator. */
 export const RUNS_DIR = "runs"
