@@ -38,7 +38,7 @@ export interface ChatInput {
 }
 
 /** The upstream model and the agent's tools as a turn's driver. */
-const agentDriver = (sessionId: string) =>
+export const agentDriver = (sessionId: string) =>
   Effect.gen(function* () {
     const client = yield* ModelClient
     const engine = yield* TurnEngine

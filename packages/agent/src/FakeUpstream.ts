@@ -91,6 +91,82 @@ const offeredTools = (body: RecordedRequest["body"]) =>
     })
   )
 
+const textOfContent = (content: unknown): string =>
+  typeof content === "string"
+    ? content
+    : Array.isArray(content)
+      ? content.map((p) => (typeof p?.text === "string" ? p.text : "")).join("\n")
+      : ""
+
+const RUN_ROLE = /\[ctxo run: (judge|plan|replan|reflect|answer)\]/
+
+/** A goal's parts: its lines, sentences, `;`-separated clauses and `..., then ...` steps (at most 5). */
+export const goalParts = (goal: string): ReadonlyArray<string> =>
+  goal
+    .split(/\n+|;\s*|\.\s+(?=\p{Lu})|,?\s+(?:and\s+)?then\s+/u)
+    .map((p) =>
+      p
+        .replace(/^\s*(?:\d+[.)]|[-*])\s*/, "")
+        .replace(/[.\s]+$/, "")
+        .trim()
+    )
+    .filter((p) => p !== "")
+    .slice(0, 5)
+
+/**
+ * The local model's answer to a plan-execute-reflect run's own questions (`@ctxo/agent/Orchestrator`,
+ * recognised by the `[ctxo run: ROLE]` line of its meta context), so a run works offline: a goal of
+ * several parts is complex and planned one step a part, each after the one before; the reflection
+ * finishes; the answer quotes each result's first line.
+ */
+export const localRunReply = (body: RecordedRequest["body"]): Reply | undefined => {
+  const system = body.messages
+    .filter((m) => m.role === "system")
+    .map((m) => textOfContent(m.content))
+    .join("\n")
+  const role = RUN_ROLE.exec(system)?.[1]
+  if (role === undefined) return undefined
+  const goal = /^Goal: (.*)$/m.exec(system)?.[1] ?? ""
+  const parts = goalParts(goal)
+  const json = (value: unknown): Reply => ({ type: "text", text: JSON.stringify(value) })
+  switch (role) {
+    case "judge":
+      return json(
+        parts.length > 1
+          ? { complexity: "complex", reason: `the goal has ${parts.length} parts` }
+          : { complexity: "simple", reason: "the goal is one question" }
+      )
+    case "plan":
+    case "replan":
+      return json({
+        steps: (parts.length === 0 ? [goal] : parts).map((p, i) => ({
+          id: `s${i + 1}`,
+          title: p.slice(0, 80),
+          instruction: p,
+          dependsOn: i === 0 ? [] : [`s${i}`]
+        })),
+        rationale: "one step for each part of the goal, in order"
+      })
+    case "reflect": {
+      const results = [...system.matchAll(/^### Result of /gm)].length
+      return json({ decision: "finish", feedback: `${results} results are in; they cover the goal.` })
+    }
+    default: {
+      const results = [...system.matchAll(/^### Result of (\S+)[^\n]*\n([^\n]*)/gm)]
+      return {
+        type: "text",
+        text:
+          results.length === 0
+            ? `(local model, no API key set) A direct answer to: ${goal}`
+            : [
+                `(local model, no API key set) From ${results.length} results:`,
+                ...results.map((r) => `- ${r[1]}: ${r[2]!.slice(0, 160)}`)
+              ].join("\n")
+      }
+    }
+  }
+}
+
 /** The last message that is not a system one (a context compiler may put reminders after the input). */
 const lastTurnMessage = (body: RecordedRequest["body"]) =>
   [...body.messages].reverse().find((m) => m.role !== "system" && m.role !== "developer")
@@ -131,6 +207,8 @@ export const ruleCall = (
  * that tool call; once the tool's result is in (the last message a tool message), with text.
  */
 export const localReply = (body: RecordedRequest["body"], callId = "call_local_1"): Reply => {
+  const asked = localRunReply(body)
+  if (asked !== undefined) return asked
   const call = ruleCall(body, callId)
   if (call !== undefined) return { type: "tool_calls", calls: [call] }
   const last = lastTurnMessage(body)
