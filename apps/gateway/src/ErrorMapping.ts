@@ -38,6 +38,7 @@ import type {
   InvalidManifest,
   UnresolvedReference
 } from "@ctxo/compiler/CompilerErrors"
+import type { InvalidMap, MapNodeNotFound, MapNotFound } from "@ctxo/compiler/ThinkingMap"
 import type {
   HistoryCorrupt,
   HistoryIOError,
@@ -84,6 +85,9 @@ export type DomainError =
   | InvalidControllerInput
   | MemoryEntryNotFound
   | HistoryUnreadable
+  | InvalidMap
+  | MapNotFound
+  | MapNodeNotFound
 
 export type Status = 400 | 404 | 409 | 413 | 415 | 422 | 429 | 500 | 502 | 504
 
@@ -107,6 +111,7 @@ export const STATUS: {
   readonly [K in DomainError["_tag"]]: Rule<Extract<DomainError, { readonly _tag: K }>>
 } = {
   SessionNotFound: 404,
+  RunNotFound: 404,
   FileNotFound: 404,
   SessionExists: 409,
   VersionConflict: 409,
@@ -140,7 +145,10 @@ export const STATUS: {
   DistributionConflict: 409,
   InvalidControllerInput: 400,
   MemoryEntryNotFound: 404,
-  HistoryUnreadable: 422
+  HistoryUnreadable: 422,
+  InvalidMap: 422,
+  MapNotFound: 404,
+  MapNodeNotFound: 404
 }
 
 export const statusOf = (e: DomainError): Status => {

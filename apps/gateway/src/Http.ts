@@ -24,9 +24,11 @@ import { Deferred, Effect, Either, Exit, FiberRef, Layer, Option, Scope, Stream 
 import { AggregateLive } from "./AggregateHttp.ts"
 import { fromParseError, toApiError, toPreview } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
+import { MapLive } from "./MapHttp.ts"
 import { MemoryLive } from "./MemoryHttp.ts"
 import * as Metrics from "./Metrics.ts"
 import { OpenAILive } from "./OpenAIHttp.ts"
+import { ifMatch } from "./RequestBody.ts"
 import { Shutdown } from "./Shutdown.ts"
 import { CallerIsAdmin, CurrentTenant, Tenancy } from "./Tenancy.ts"
 
@@ -146,8 +148,6 @@ export const TasksLive = HttpApiBuilder.group(Api, "tasks", (handlers) =>
       }).pipe(wire)
     )
 )
-
-const ifMatch = (header: string | undefined) => header?.replace(/^W\//, "").replace(/^"|"$/g, "")
 
 export const FilesLive = HttpApiBuilder.group(Api, "files", (handlers) =>
   handlers
@@ -296,7 +296,8 @@ const chatTurn = (path: { readonly id: string }) =>
         message: payload.message,
         ...(payload.model === undefined ? {} : { model: payload.model }),
         ...(payload.idempotencyKey === undefined ? {} : { idempotencyKey: payload.idempotencyKey }),
-        ...(payload.references === undefined ? {} : { references: payload.references })
+        ...(payload.references === undefined ? {} : { references: payload.references }),
+        ...(payload.node === undefined ? {} : { node: payload.node })
       },
       { defaultModel: config.model, maxSteps: config.maxSteps, stop: Deferred.await(shutdown) }
     ).pipe(Stream.provideContext(context))
@@ -411,6 +412,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     FilesLive,
     BlocksLive,
     ContextLive,
+    MapLive,
     AggregateLive,
     ChatLive,
     OpenAILive,

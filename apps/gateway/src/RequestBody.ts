@@ -13,6 +13,9 @@
 import type { IncomingMessage } from "node:http"
 import { Effect } from "effect"
 
+/** The version an `If-Match` header names (a weak or quoted tag as the bare version). */
+export const ifMatch = (header: string | undefined) => header?.replace(/^W\//, "").replace(/^"|"$/g, "")
+
 /** Arrays and objects nested deeper than this are refused (400). */
 export const MAX_JSON_DEPTH = 64
 

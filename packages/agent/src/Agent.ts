@@ -35,6 +35,8 @@ export interface ChatInput {
   readonly idempotencyKey?: string
   /** References sent with the message (the manifest's shape): resolved each step of the turn. */
   readonly references?: ReadonlyArray<InputReference>
+  /** The thinking-map node the message is about: recorded on the input, the turn joins its conversation. */
+  readonly node?: string
 }
 
 /** The upstream model and the agent's tools as a turn's driver. */
@@ -105,7 +107,8 @@ export const chat = (
             input: input.message,
             ...(input.model === undefined ? {} : { model: input.model }),
             ...(input.idempotencyKey === undefined ? {} : { idempotencyKey: input.idempotencyKey }),
-            ...(input.references === undefined ? {} : { references: input.references })
+            ...(input.references === undefined ? {} : { references: input.references }),
+            ...(input.node === undefined ? {} : { node: input.node })
           },
           driver,
           {

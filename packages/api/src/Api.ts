@@ -43,6 +43,7 @@ import {
   UnsupportedMediaTypeWire
 } from "./ApiErrors.ts"
 import { ChatCompletion, ChatCompletionRequest } from "./ChatCompletion.ts"
+import { MapGroup } from "./MapApi.ts"
 import { MemoryGroup } from "./MemoryApi.ts"
 
 /** Request bodies refuse fields they do not know. */
@@ -256,6 +257,8 @@ export const ChatRequest = strict(
     model: Schema.optional(Schema.String),
     /** The same key on a retry means the same turn: its input is not recorded twice. */
     idempotencyKey: Schema.optional(Schema.String),
+    /** The thinking-map node this message is about: the turn joins that node's conversation. */
+    node: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200))),
     /**
      * Files or parts of files for this message, as in the manifest's `references`: `"[file:12:30]"`,
      * `"[file#Heading/Sub]"`, `{ path, startLine, endLine }` or `{ path, block }` (a heading path or
@@ -711,6 +714,7 @@ export class Api extends HttpApi.make("ctxo")
   .add(FilesGroup)
   .add(BlocksGroup)
   .add(ContextGroup)
+  .add(MapGroup)
   .add(AggregateGroup)
   .add(ChatGroup)
   .add(OpenAIGroup)
