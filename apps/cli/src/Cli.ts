@@ -6,6 +6,7 @@ import { countCommand, countExamples, modelsCommand, modelsExamples } from "./Bu
 import { compileCommand, compileExamples, previewCommand, previewExamples } from "./CompileCommands.ts"
 import type { CommandHelp, Example } from "./internal/help.ts"
 import { colorFor, commandName, renderCommandHelp, renderRootHelp, stripAnsi } from "./internal/help.ts"
+import { mapCommand, mapExamples, mapSubcommands } from "./MapCommands.ts"
 import { memoryCommand, memoryExamples, memorySubcommands } from "./MemoryCommands.ts"
 import { replayCommand, replayExamples } from "./ReplayCommand.ts"
 import {
@@ -41,7 +42,8 @@ const subcommands = [
   ownConsole(sessionsCommand),
   ownConsole(tasksCommand),
   ownConsole(memoryCommand),
-  ownConsole(aggregateCommand)
+  ownConsole(aggregateCommand),
+  ownConsole(mapCommand)
 ] as const
 
 const commands: ReadonlyArray<CommandHelp> = [
@@ -54,7 +56,8 @@ const commands: ReadonlyArray<CommandHelp> = [
   { command: subcommands[6], examples: sessionsExamples, subcommands: sessionsSubcommands },
   { command: subcommands[7], examples: tasksExamples, subcommands: tasksSubcommands },
   { command: subcommands[8], examples: memoryExamples, subcommands: memorySubcommands },
-  { command: subcommands[9], examples: aggregateExamples }
+  { command: subcommands[9], examples: aggregateExamples },
+  { command: subcommands[10], examples: mapExamples, subcommands: mapSubcommands }
 ]
 
 const rootExamples: ReadonlyArray<Example> = [

@@ -19,7 +19,8 @@ const commands = [
   "sessions",
   "tasks",
   "memory",
-  "aggregate"
+  "aggregate",
+  "map"
 ] as const
 const subcommands = [
   ["sessions", "list"],
@@ -34,7 +35,10 @@ const subcommands = [
   ["memory", "list"],
   ["memory", "pin"],
   ["memory", "delete"],
-  ["memory", "persist"]
+  ["memory", "persist"],
+  ["map", "show"],
+  ["map", "set"],
+  ["map", "context"]
 ] as const
 const sessions = fileURLToPath(new URL("../../../fixtures/sessions", import.meta.url))
 const temps: Array<string> = []
@@ -123,7 +127,7 @@ describe("--models", () => {
   it("is a file of model overrides in every command, and the old list meaning gets a clear error", async () => {
     // Every command that knows models (blocks, sessions and tasks do not).
     for (const name of commands.filter(
-      (c) => c !== "blocks" && c !== "sessions" && c !== "tasks" && c !== "memory"
+      (c) => c !== "blocks" && c !== "sessions" && c !== "tasks" && c !== "memory" && c !== "map"
     )) {
       const run = await ctxo([name, "--help"], plain)
       expect(run.stdout).toMatch(/\n {2}--models FILE\n {6}A JSON file of model overrides/)

@@ -155,6 +155,8 @@ const chatCompletions = Effect.gen(function* () {
     request.headers["x-ctxo-session"] ??
     (typeof body.metadata?.session_id === "string" ? body.metadata.session_id : undefined)
   const idempotencyKey = request.headers["idempotency-key"]
+  /** The thinking-map node the new user message is about (session mode): it joins that node's conversation. */
+  const node = request.headers["x-ctxo-node"]
   /** A body forwarded as it is (no turn recorded): the upstream's answer, streamed or not. */
   const passOn = (forward: RawBody, headers: Record<string, string>) =>
     body.stream === true
@@ -276,7 +278,8 @@ const chatCompletions = Effect.gen(function* () {
             sessionId,
             input: contentText(lastUser!.content),
             model: body.model,
-            ...(idempotencyKey ? { idempotencyKey } : {})
+            ...(idempotencyKey ? { idempotencyKey } : {}),
+            ...(node ? { node } : {})
           },
           driver,
           options
