@@ -32,6 +32,7 @@
  * harness scripts it per role.
  */
 import { createHash, randomUUID } from "node:crypto"
+import { DEFAULT_OUTPUT_RESERVE_RATIO } from "@ctxo/budget/Allocation"
 import type { CompileResult } from "@ctxo/compiler/Compile"
 import type { Manifest } from "@ctxo/compiler/Manifest"
 import type { MetaContext, MetaItem } from "@ctxo/compiler/MetaContext"
@@ -415,6 +416,10 @@ export const specialistContextOf = (state: EnhancedState, step: PlanStep): Conte
 const specialistManifest = (parent: Manifest, window: number, budget: number): Manifest => {
   const { query: _query, tree: _tree, todo: _todo, budget: parentBudget, ...rest } = parent
   const { outputReserve: _reserve, outputReserveRatio: _ratio, ...shares } = parentBudget
+  // The budget caps the input: the answer keeps at least the reserve the session gives it.
+  const reserve =
+    parentBudget.outputReserve ??
+    Math.ceil(window * (parentBudget.outputReserveRatio ?? DEFAULT_OUTPUT_RESERVE_RATIO))
   return {
     ...rest,
     policy: "notebook",
@@ -424,7 +429,7 @@ const specialistManifest = (parent: Manifest, window: number, budget: number): M
     knowledge: [],
     sources: {},
     chatHistory: { source: parent.chatHistory.source, strategy: "full" },
-    budget: window > budget ? { ...shares, outputReserve: window - budget } : parentBudget
+    budget: window - budget > reserve ? { ...shares, outputReserve: window - budget } : parentBudget
   }
 }
 

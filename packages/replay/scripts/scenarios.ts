@@ -10,7 +10,7 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Either } from "effect"
-import type { Scenario, ScenarioStep } from "../src/Scenario.ts"
+import type { NewSession, Scenario, ScenarioStep } from "../src/Scenario.ts"
 import { parseScenario, SCENARIO_FORMAT } from "../src/Scenario.ts"
 import { existingSessions } from "../src/ScenarioRun.ts"
 import type { Step } from "../src/Session.ts"
@@ -392,7 +392,457 @@ const restart: Scenario = {
   ]
 }
 
-const scenarios: ReadonlyArray<Scenario> = [aggregateAcrossSessions, distributeLifecycle, promotion, restart]
+// --- 5-8. plan-execute-reflect runs (seed 004): a simple goal answered directly (then replayed by
+// its key, then refused while paused), a 3-step plan whose specialists see only what they depend
+// on, a plan adjusted after reflection, and the reflection limit reached. The model's answers are
+// scripted per role; each specialist's replies by step id (words, tool calls, tool results).
+
+const releaseSession: NewSession = {
+  id: "release",
+  concept: "Release train",
+  metadata: {
+    team: "release"
+  },
+  files: {
+    "notes.md":
+      "# Release notes v2.4\n\n- Compaction keeps the last 10 whole turns.\n- Budget shares can be set per deployment.\n- The gateway streams runs as Server-Sent Events.\n"
+  }
+}
+
+const runScenario = (id: string, description: string, steps: ReadonlyArray<ScenarioStep>): Scenario => ({
+  format: SCENARIO_FORMAT,
+  id,
+  description,
+  data: { from: "fixtures/data" },
+  sessions: [releaseSession],
+  steps
+})
+
+const runSimple = runScenario(
+  "run-simple",
+  "A goal one answer can do: judged simple and answered directly (no plan, no specialist); asked again with the same key it answers from history, recording nothing twice; a paused session refuses a run before anything is recorded",
+  [
+    {
+      type: "run",
+      session: "release",
+      goal: "What does compaction keep in v2.4?",
+      idempotencyKey: "simple-1",
+      model: {
+        judge: [
+          {
+            complexity: "simple",
+            reason: "one fact from the release notes"
+          }
+        ],
+        answerer: ["Compaction keeps the last 10 whole turns, and summarises the older ones."]
+      },
+      expect: {
+        complexity: "simple",
+        phases: ["start", "analyze", "judge", "answer-directly", "done"],
+        plans: 0,
+        reflections: 0
+      }
+    },
+    {
+      type: "run",
+      session: "release",
+      goal: "What does compaction keep in v2.4?",
+      idempotencyKey: "simple-1",
+      model: {},
+      expect: {
+        complexity: "simple"
+      }
+    },
+    {
+      type: "pause",
+      session: "release"
+    },
+    {
+      type: "run",
+      session: "release",
+      goal: "List the v2.4 changes",
+      model: {},
+      expect: {
+        error: "SessionNotActive"
+      }
+    },
+    {
+      type: "resume",
+      session: "release"
+    }
+  ]
+)
+
+const runThreeSteps = runScenario(
+  "run-three-steps",
+  "A 3-step plan: the specialist of the changes reads the notes with a tool; the notes and the checklist each depend on the changes only, so each sees that result and not its sibling's; one reflection finishes; the final answer is recorded once",
+  [
+    {
+      type: "run",
+      session: "release",
+      goal: "Prepare the v2.4 release: list the changes, write the release notes, then draft the upgrade checklist",
+      idempotencyKey: "three-1",
+      model: {
+        judge: [
+          {
+            complexity: "complex",
+            reason: "three pieces of work"
+          }
+        ],
+        planner: [
+          {
+            steps: [
+              {
+                id: "changes",
+                title: "List the changes",
+                instruction: "List every change of v2.4 from notes.md",
+                dependsOn: []
+              },
+              {
+                id: "notes",
+                title: "Write the release notes",
+                instruction: "Write release notes for users from the list of changes",
+                dependsOn: ["changes"]
+              },
+              {
+                id: "checklist",
+                title: "Draft the upgrade checklist",
+                instruction: "Draft an upgrade checklist for operators from the list of changes",
+                dependsOn: ["changes"]
+              }
+            ],
+            rationale: "the notes and the checklist both start from the changes"
+          }
+        ],
+        reflector: [
+          {
+            decision: "finish",
+            feedback: "The notes and the checklist cover the goal."
+          }
+        ],
+        answerer: [
+          "v2.4 is ready: release notes for users (compaction, budget shares, streamed runs) and an upgrade checklist for operators."
+        ],
+        specialists: {
+          changes: [
+            {
+              type: "assistant",
+              text: "Reading the notes."
+            },
+            {
+              type: "tool_call",
+              id: "call_notes_1",
+              name: "read_file",
+              input: {
+                path: "notes.md"
+              }
+            },
+            {
+              type: "tool_result",
+              callId: "call_notes_1",
+              name: "read_file",
+              result: {
+                status: "success",
+                data: {
+                  content:
+                    "- Compaction keeps the last 10 whole turns.\n- Budget shares can be set per deployment.\n- The gateway streams runs as Server-Sent Events."
+                }
+              }
+            },
+            {
+              type: "assistant",
+              text: "CHANGES: compaction keeps 10 whole turns; budget shares per deployment; runs stream as SSE."
+            }
+          ],
+          notes: [
+            {
+              type: "assistant",
+              text: "NOTES: ctxo v2.4 keeps your last ten turns whole, lets you set budget shares, and streams runs."
+            }
+          ],
+          checklist: [
+            {
+              type: "assistant",
+              text: "CHECKLIST: set CTXO_BUDGET_SHARES if you override shares; allow text/event-stream for /runs."
+            }
+          ]
+        }
+      },
+      expect: {
+        complexity: "complex",
+        plans: 1,
+        reflections: 1,
+        results: ["changes", "notes", "checklist"],
+        phases: [
+          "start",
+          "analyze",
+          "judge",
+          "plan",
+          "execute",
+          "collect",
+          "feedback",
+          "reflect",
+          "final-answer",
+          "done"
+        ]
+      }
+    }
+  ]
+)
+
+const runAdjusted = runScenario(
+  "run-adjusted",
+  "A plan adjusted after reflection: the first estimate lacks numbers, the reflector adjusts, the new plan keeps the finished research step (not run again) and adds a new estimate and a review; the second reflection finishes",
+  [
+    {
+      type: "run",
+      session: "release",
+      goal: "Estimate the cost of moving the gateway to two replicas, then review the estimate",
+      idempotencyKey: "adjusted-1",
+      model: {
+        judge: [
+          {
+            complexity: "complex",
+            reason: "research then estimate"
+          }
+        ],
+        planner: [
+          {
+            steps: [
+              {
+                id: "research",
+                title: "Research the costs",
+                instruction: "Find what a replica costs per month",
+                dependsOn: []
+              },
+              {
+                id: "estimate",
+                title: "Estimate",
+                instruction: "Estimate the monthly cost of two replicas",
+                dependsOn: ["research"]
+              }
+            ]
+          }
+        ],
+        replanner: [
+          {
+            steps: [
+              {
+                id: "research",
+                title: "Research the costs",
+                instruction: "Find what a replica costs per month",
+                dependsOn: []
+              },
+              {
+                id: "estimate",
+                title: "Estimate with numbers",
+                instruction: "Estimate the monthly cost of two replicas with a number per item",
+                dependsOn: ["research"]
+              },
+              {
+                id: "review",
+                title: "Review",
+                instruction: "Review the estimate for missing items",
+                dependsOn: ["estimate"]
+              }
+            ],
+            rationale: "the estimate needs numbers and a review"
+          }
+        ],
+        reflector: [
+          {
+            decision: "adjust",
+            feedback: "The estimate has no numbers."
+          },
+          {
+            decision: "finish",
+            feedback: "The reviewed estimate answers the goal."
+          }
+        ],
+        answerer: [
+          "Two replicas cost about 460 USD a month (2 x 180 compute, 100 database); the review found nothing missing."
+        ],
+        specialists: {
+          research: [
+            {
+              type: "assistant",
+              text: "RESEARCH: one replica is 180 USD a month of compute; the shared database is 100 USD."
+            }
+          ],
+          estimate: [
+            {
+              type: "assistant",
+              text: "ESTIMATE: roughly twice the current cost."
+            }
+          ],
+          "estimate-v2": [
+            {
+              type: "assistant",
+              text: "ESTIMATE-V2: 2 x 180 + 100 = 460 USD a month."
+            }
+          ],
+          review: [
+            {
+              type: "assistant",
+              text: "REVIEW: the estimate covers compute and database; nothing is missing."
+            }
+          ]
+        }
+      },
+      expect: {
+        complexity: "complex",
+        plans: 2,
+        reflections: 2,
+        results: ["research", "estimate", "estimate-v2", "review"],
+        phases: [
+          "start",
+          "analyze",
+          "judge",
+          "plan",
+          "execute",
+          "collect",
+          "feedback",
+          "reflect",
+          "update-plan",
+          "execute",
+          "collect",
+          "feedback",
+          "reflect",
+          "final-answer",
+          "done"
+        ]
+      }
+    }
+  ]
+)
+
+const runReflectionLimit = runScenario(
+  "run-reflection-limit",
+  "The reflection limit reached: a reflector never satisfied keeps adjusting; after 2 reflections (the run's limit) the orchestrator stops asking it and the answer is written from the results there are; the loop ends",
+  [
+    {
+      type: "run",
+      session: "release",
+      goal: "Write the perfect tagline for v2.4, then polish it",
+      idempotencyKey: "limit-1",
+      limits: {
+        maxReflections: 2
+      },
+      model: {
+        judge: [
+          {
+            complexity: "complex",
+            reason: "write then polish"
+          }
+        ],
+        planner: [
+          {
+            steps: [
+              {
+                id: "draft",
+                title: "Draft",
+                instruction: "Draft a tagline for v2.4",
+                dependsOn: []
+              }
+            ]
+          }
+        ],
+        replanner: [
+          {
+            steps: [
+              {
+                id: "draft",
+                title: "Draft",
+                instruction: "Draft a tagline for v2.4",
+                dependsOn: []
+              },
+              {
+                id: "polish",
+                title: "Polish",
+                instruction: "Polish the tagline",
+                dependsOn: ["draft"]
+              }
+            ]
+          },
+          {
+            steps: [
+              {
+                id: "draft",
+                title: "Draft",
+                instruction: "Draft a tagline for v2.4",
+                dependsOn: []
+              },
+              {
+                id: "polish",
+                title: "Polish",
+                instruction: "Polish the tagline",
+                dependsOn: ["draft"]
+              },
+              {
+                id: "polish-more",
+                title: "Polish more",
+                instruction: "Polish the tagline again",
+                dependsOn: ["polish"]
+              }
+            ]
+          }
+        ],
+        reflector: [
+          {
+            decision: "adjust",
+            feedback: "Not perfect yet."
+          },
+          {
+            decision: "adjust",
+            feedback: "Still not perfect."
+          },
+          {
+            decision: "adjust",
+            feedback: "Never asked: the limit is reached."
+          }
+        ],
+        answerer: ["ctxo v2.4: every token where it counts."],
+        specialists: {
+          draft: [
+            {
+              type: "assistant",
+              text: "DRAFT: ctxo v2.4, the context you meant to send."
+            }
+          ],
+          polish: [
+            {
+              type: "assistant",
+              text: "POLISHED: ctxo v2.4, every token where it counts."
+            }
+          ],
+          "polish-more": [
+            {
+              type: "assistant",
+              text: "POLISHED-AGAIN: ctxo v2.4: every token where it counts."
+            }
+          ]
+        }
+      },
+      expect: {
+        complexity: "complex",
+        plans: 3,
+        reflections: 2,
+        results: ["draft", "polish", "polish-more"]
+      }
+    }
+  ]
+)
+
+const scenarios: ReadonlyArray<Scenario> = [
+  aggregateAcrossSessions,
+  distributeLifecycle,
+  promotion,
+  restart,
+  runSimple,
+  runThreeSteps,
+  runAdjusted,
+  runReflectionLimit
+]
 
 mkdirSync(out, { recursive: true })
 for (const f of readdirSync(out)) if (f.endsWith(".json")) rmSync(join(out, f))

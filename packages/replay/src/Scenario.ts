@@ -18,6 +18,7 @@
  * | `persist` | agent-level memory (L3) to global memory (L4) now |
  * | `restart` | new services on the same data directory, optionally later (`advanceMs`) |
  * | `createSession` | a session created mid-scenario |
+ * | `run` | a plan-execute-reflect run of a session (seed 004): the goal, the model's answers per role (judge, planner, replanner, reflector, answerer) and each specialist's replies by step id |
  *
  * Every step acts as a tenant (`tenant`, default `default`); a session named by a step is that
  * tenant's. A step may `expect` an error (its tag): anything else is a step that must succeed.
@@ -199,6 +200,49 @@ export const CreateSessionStep = Schema.Struct({
   expect: Schema.optional(Schema.Struct(ExpectError))
 })
 
+/** A role's answer: words as the model wrote them, or a JSON value (written as JSON). */
+const RoleReply = Schema.Union(Schema.String, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+
+export const RunStep = Schema.Struct({
+  type: Schema.Literal("run"),
+  session: SessionId,
+  tenant: Schema.optional(Tenant),
+  goal: Schema.String.pipe(Schema.minLength(1)),
+  /** The same key as an earlier run step resumes (or replays) that run. */
+  idempotencyKey: Schema.optional(Schema.String),
+  limits: Schema.optional(
+    Schema.Struct({
+      maxReflections: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+      maxSteps: Schema.optional(Schema.Int.pipe(Schema.positive())),
+      specialistBudget: Schema.optional(Schema.Int.pipe(Schema.positive()))
+    })
+  ),
+  /** The model's answers, in the order each role is asked; a role asked past its list fails the run. */
+  model: Schema.Struct({
+    judge: Schema.optional(Schema.Array(RoleReply)),
+    planner: Schema.optional(Schema.Array(RoleReply)),
+    replanner: Schema.optional(Schema.Array(RoleReply)),
+    reflector: Schema.optional(Schema.Array(RoleReply)),
+    answerer: Schema.optional(Schema.Array(RoleReply)),
+    /** Each specialist's replies by step id, scripted as a chat's (words, tool calls, tool results). */
+    specialists: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Array(Step) }))
+  }),
+  expect: Schema.optional(
+    Schema.Struct({
+      ...ExpectError,
+      complexity: Schema.optional(Schema.Literal("simple", "complex")),
+      /** The phases the run goes through, in order (from `start`). */
+      phases: Schema.optional(Schema.Array(Schema.String)),
+      /** Plans made (the first and each adjustment). */
+      plans: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+      reflections: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+      /** Step ids that must have a result. */
+      results: Schema.optional(Schema.Array(Schema.String))
+    })
+  )
+})
+export type RunStep = typeof RunStep.Type
+
 export const ScenarioStep = Schema.Union(
   ChatStep,
   PauseStep,
@@ -212,7 +256,8 @@ export const ScenarioStep = Schema.Union(
   DeleteMemoryStep,
   PersistStep,
   RestartStep,
-  CreateSessionStep
+  CreateSessionStep,
+  RunStep
 )
 export type ScenarioStep = typeof ScenarioStep.Type
 

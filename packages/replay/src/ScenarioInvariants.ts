@@ -18,6 +18,8 @@
  * | `distribution` | a distributed task reaches every session the mode and filter select (active or paused, of the tenant, not the sender) once, and no other session (an ended one, another tenant's); a retry by key adds nothing |
  * | `steps` | every step did what the scenario says: succeeded, or failed with the error it expects; a turn in a paused or ended session is refused and records nothing |
  */
+
+import type { EnhancedState } from "@ctxo/store/Runs"
 import type { TiktokenEncoding } from "tiktoken"
 import { expectedAvailable, type OpenAIMessageLike, PROFILE_LIMITS, recountOpenAI } from "./Invariants.ts"
 
@@ -28,7 +30,12 @@ export const SCENARIO_INVARIANTS = [
   "promotion",
   "l4-survives-restart",
   "distribution",
-  "steps"
+  "steps",
+  "run-transitions",
+  "run-limits",
+  "run-results-once",
+  "specialist-isolation",
+  "run-answer-once"
 ] as const
 export type ScenarioInvariant = (typeof SCENARIO_INVARIANTS)[number]
 
@@ -241,6 +248,60 @@ export interface StepEvidence {
   readonly ms: number
 }
 
+/** A plan-execute-reflect run as a scenario played it (seed 004). */
+export interface RunEvidence {
+  readonly step: number
+  readonly tenant: string
+  readonly session: string
+  readonly goal: string
+  readonly runId: string
+  /** The run's state as the store kept it at the end (none: nothing was written). */
+  readonly state?: EnhancedState
+  /** The orchestrator's roles, in the order they were asked. */
+  readonly asked: ReadonlyArray<string>
+  /** The run's events, by type, in order. */
+  readonly events: ReadonlyArray<string>
+  /** Each specialist's first request, as texts. */
+  readonly specialistContexts: ReadonlyArray<{
+    readonly stepId: string
+    readonly texts: ReadonlyArray<string>
+  }>
+  /** Inputs of the session's history whose text is the goal. */
+  readonly goalInputs: number
+  /** The final answers the history holds for the run's turn. */
+  readonly finals: ReadonlyArray<string>
+  /** Assistant messages of the session that hold the run's final answer. */
+  readonly answerOccurrences: number
+  readonly expect?: {
+    readonly error?: string | undefined
+    readonly complexity?: "simple" | "complex" | undefined
+    readonly phases?: ReadonlyArray<string> | undefined
+    readonly plans?: number | undefined
+    readonly reflections?: number | undefined
+    readonly results?: ReadonlyArray<string> | undefined
+  }
+}
+
+/**
+ * The seed's state diagram, written here from the seed (not read from the orchestrator): who may
+ * follow whom. `failed` may follow any phase, and a resumed run goes from `failed` back to the phase
+ * that failed.
+ */
+export const RUN_TRANSITIONS: Readonly<Record<string, ReadonlyArray<string>>> = {
+  start: ["analyze"],
+  analyze: ["judge"],
+  judge: ["answer-directly", "plan"],
+  "answer-directly": ["done"],
+  plan: ["execute"],
+  execute: ["collect"],
+  collect: ["feedback"],
+  feedback: ["reflect"],
+  reflect: ["final-answer", "update-plan", "execute"],
+  "update-plan": ["execute"],
+  "final-answer": ["done"],
+  done: []
+}
+
 export interface ScenarioEvidence {
   readonly scenario: string
   readonly model: string
@@ -251,6 +312,8 @@ export interface ScenarioEvidence {
   readonly ends: ReadonlyArray<EndEvidence>
   readonly restarts: ReadonlyArray<RestartEvidence>
   readonly distributions: ReadonlyArray<DistributionEvidence>
+  /** Plan-execute-reflect runs (none in older evidence). */
+  readonly runs?: ReadonlyArray<RunEvidence>
   /** Every session's L2 at the end of the scenario. */
   readonly finalL2: ReadonlyArray<{
     readonly tenant: string
@@ -676,6 +739,242 @@ const rules: Readonly<Record<ScenarioInvariant, (e: ScenarioEvidence) => Array<F
       return out
     }),
 
+  "run-transitions": (e) =>
+    (e.runs ?? []).flatMap((r): Array<Found> => {
+      const out: Array<Found> = []
+      const at = `run ${r.runId} of ${r.tenant}/${r.session}`
+      const s = r.state
+      if (s === undefined) {
+        if (r.expect?.error === undefined)
+          out.push({ step: r.step, message: `${at} wrote no state`, excerpt: clip(r.goal) })
+        return out
+      }
+      let previous: string | undefined
+      for (const [i, t] of s.transitions.entries()) {
+        const resumed = t.from === "failed" && i > 0 && s.transitions[i - 1]!.to === "failed"
+        const legal = t.to === "failed" || resumed || (RUN_TRANSITIONS[t.from] ?? []).includes(t.to)
+        if (!legal)
+          out.push({
+            step: r.step,
+            message: `${at}: ${t.from} -> ${t.to} is not a transition of the state diagram`,
+            excerpt: `${t.from} -> ${t.to}`
+          })
+        if (previous !== undefined && t.from !== previous)
+          out.push({
+            step: r.step,
+            message: `${at}: a transition starts at ${t.from} while the run was at ${previous}`,
+            excerpt: `${t.from} -> ${t.to}`
+          })
+        previous = t.to
+      }
+      if (s.transitions[0]?.from !== "start")
+        out.push({
+          step: r.step,
+          message: `${at} does not start at start`,
+          excerpt: s.transitions[0]?.from ?? "(none)"
+        })
+      const versions = s.transitions.map((t) => t.version)
+      if (versions.some((v, i) => i > 0 && v <= versions[i - 1]!) || (versions.at(-1) ?? 0) > s.version)
+        out.push({
+          step: r.step,
+          message: `${at}: the state's versions do not grow with its transitions`,
+          excerpt: versions.join(",")
+        })
+      const done = s.phase === "done"
+      if (r.expect?.error === undefined && (!done || !s.isCompleted || s.shouldContinue))
+        out.push({
+          step: r.step,
+          message: `${at} ended at ${s.phase} (completed: ${s.isCompleted}, should continue: ${s.shouldContinue}); expected done`,
+          excerpt: clip(s.error?.message ?? r.goal)
+        })
+      const phases = [s.transitions[0]?.from ?? "start", ...s.transitions.map((t) => t.to)]
+      const x = r.expect
+      if (x?.phases !== undefined && phases.join(" ") !== x.phases.join(" "))
+        out.push({
+          step: r.step,
+          message: `${at} went ${phases.join(" > ")}; the scenario expects ${x.phases.join(" > ")}`,
+          excerpt: clip(phases.join(" "))
+        })
+      if (x?.complexity !== undefined && s.complexity !== x.complexity)
+        out.push({
+          step: r.step,
+          message: `${at} judged the goal ${s.complexity ?? "(not judged)"}; the scenario expects ${x.complexity}`,
+          excerpt: clip(s.complexityReason ?? "")
+        })
+      if (x?.plans !== undefined && s.planHistory.length !== x.plans)
+        out.push({
+          step: r.step,
+          message: `${at} made ${s.planHistory.length} plans; the scenario expects ${x.plans}`,
+          excerpt: String(s.planHistory.length)
+        })
+      if (x?.reflections !== undefined && s.reflectionCount !== x.reflections)
+        out.push({
+          step: r.step,
+          message: `${at} reflected ${s.reflectionCount} times; the scenario expects ${x.reflections}`,
+          excerpt: String(s.reflectionCount)
+        })
+      for (const id of x?.results ?? [])
+        if (s.specialistResults[id] === undefined)
+          out.push({
+            step: r.step,
+            message: `${at} has no result for step ${id}`,
+            excerpt: Object.keys(s.specialistResults).join(", ") || "(none)"
+          })
+      return out
+    }),
+  "run-limits": (e) =>
+    (e.runs ?? []).flatMap((r): Array<Found> => {
+      const s = r.state
+      if (s === undefined) return []
+      const at = `run ${r.runId} of ${r.tenant}/${r.session}`
+      const out: Array<Found> = []
+      const reflections = r.asked.filter((a) => a === "reflector").length
+      if (s.reflectionCount > s.limits.maxReflections || reflections > s.limits.maxReflections)
+        out.push({
+          step: r.step,
+          message: `${at} reflected ${Math.max(reflections, s.reflectionCount)} times; its limit is ${s.limits.maxReflections}`,
+          excerpt: String(s.reflectionCount)
+        })
+      // A finished run asked again answers from history: nobody is asked.
+      if (r.events.includes("transition") && reflections !== s.reflectionCount)
+        out.push({
+          step: r.step,
+          message: `${at} asked the reflector ${reflections} times and counts ${s.reflectionCount} reflections`,
+          excerpt: r.asked.join(",")
+        })
+      const started = s.executionHistory.filter((x) => x.event === "started").length
+      if (started > s.limits.maxSteps)
+        out.push({
+          step: r.step,
+          message: `${at} ran ${started} specialist steps; its limit is ${s.limits.maxSteps}`,
+          excerpt: String(started)
+        })
+      for (const result of Object.values(s.specialistResults))
+        if (result.contextTokens > s.limits.specialistBudget)
+          out.push({
+            step: r.step,
+            message: `${at}: the specialist of ${result.stepId} was sent ${result.contextTokens} tokens; the specialist budget is ${s.limits.specialistBudget}`,
+            excerpt: result.stepId
+          })
+      return out
+    }),
+  "run-results-once": (e) =>
+    (e.runs ?? []).flatMap((r): Array<Found> => {
+      const s = r.state
+      if (s === undefined) return []
+      const at = `run ${r.runId} of ${r.tenant}/${r.session}`
+      const out: Array<Found> = []
+      const finished = s.executionHistory.filter((x) => x.event === "finished").map((x) => x.stepId)
+      for (const id of new Set(finished)) {
+        const times = finished.filter((f) => f === id).length
+        if (times > 1)
+          out.push({
+            step: r.step,
+            message: `${at}: step ${id} finished ${times} times (a step's result is collected once)`,
+            excerpt: id
+          })
+      }
+      const results = Object.keys(s.specialistResults).sort()
+      const expected = [...new Set(finished)].sort()
+      if (results.join(",") !== expected.join(","))
+        out.push({
+          step: r.step,
+          message: `${at}: results are kept for ${results.join(", ") || "no step"}, steps finished are ${expected.join(", ") || "none"}`,
+          excerpt: results.join(",")
+        })
+      const finishedEvents = r.events.filter((x) => x === "step-finished").length
+      if (r.events.includes("transition") && finishedEvents !== finished.length)
+        out.push({
+          step: r.step,
+          message: `${at}: ${finishedEvents} step-finished events for ${finished.length} finished steps`,
+          excerpt: r.events.join(",")
+        })
+      for (const id of results)
+        if (s.executionStatus[id] !== "done")
+          out.push({
+            step: r.step,
+            message: `${at}: step ${id} has a result but its status is ${s.executionStatus[id] ?? "(none)"}`,
+            excerpt: id
+          })
+      return out
+    }),
+  "specialist-isolation": (e) =>
+    (e.runs ?? []).flatMap((r): Array<Found> => {
+      const s = r.state
+      if (s === undefined) return []
+      const at = `run ${r.runId} of ${r.tenant}/${r.session}`
+      const out: Array<Found> = []
+      const steps = new Map(s.planHistory.flatMap((p) => p.steps.map((x) => [x.id, x] as const)))
+      for (const c of r.specialistContexts) {
+        const step = steps.get(c.stepId)
+        const text = c.texts.join("\n")
+        if (step === undefined) {
+          out.push({
+            step: r.step,
+            message: `${at}: a specialist ran for ${c.stepId}, which no plan has`,
+            excerpt: c.stepId
+          })
+          continue
+        }
+        if (!text.includes(step.instruction))
+          out.push({
+            step: r.step,
+            message: `${at}: the specialist of ${c.stepId} was not given its step`,
+            excerpt: clip(step.instruction)
+          })
+        for (const d of step.dependsOn) {
+          const result = s.specialistResults[d]
+          if (result !== undefined && result.text.trim() !== "" && !text.includes(result.text.trim()))
+            out.push({
+              step: r.step,
+              message: `${at}: the specialist of ${c.stepId} was not given the result of ${d}, which it depends on`,
+              excerpt: clip(result.text)
+            })
+        }
+        for (const result of Object.values(s.specialistResults)) {
+          if (result.stepId === c.stepId || step.dependsOn.includes(result.stepId)) continue
+          if (result.text.trim().length >= MIN_MARKER && text.includes(result.text.trim()))
+            out.push({
+              step: r.step,
+              message: `${at}: the specialist of ${c.stepId} was given the result of ${result.stepId}, which it does not depend on`,
+              excerpt: clip(result.text)
+            })
+        }
+      }
+      return out
+    }),
+  "run-answer-once": (e) =>
+    (e.runs ?? []).flatMap((r): Array<Found> => {
+      const s = r.state
+      const at = `run ${r.runId} of ${r.tenant}/${r.session}`
+      const out: Array<Found> = []
+      if (r.goalInputs !== 1 && !(r.expect?.error === "SessionNotActive" && r.goalInputs === 0))
+        out.push({
+          step: r.step,
+          message: `${at}: the goal is ${r.goalInputs} inputs of the session's history (it is one turn's input)`,
+          excerpt: clip(r.goal)
+        })
+      if (s === undefined || s.phase !== "done") return out
+      if (r.finals.length !== 1 || r.finals[0] !== s.finalAnswer)
+        out.push({
+          step: r.step,
+          message: `${at}: its turn holds ${r.finals.length} final answers${r.finals.length === 1 ? " other than the run's" : ""} (the final answer is recorded once)`,
+          excerpt: clip(r.finals.join(" | "))
+        })
+      if (r.answerOccurrences !== 1)
+        out.push({
+          step: r.step,
+          message: `${at}: the final answer is in ${r.answerOccurrences} assistant messages of the session`,
+          excerpt: clip(s.finalAnswer ?? "")
+        })
+      if (r.events.filter((x) => x === "done").length !== 1)
+        out.push({
+          step: r.step,
+          message: `${at}: ${r.events.filter((x) => x === "done").length} done events`,
+          excerpt: r.events.join(",")
+        })
+      return out
+    }),
   steps: (e) => {
     const out: Array<Found> = []
     if (e.failure !== undefined)

@@ -26,6 +26,7 @@ import { dirname, join, resolve, sep } from "node:path"
 import { aggregate } from "@ctxo/agent/Aggregate"
 import * as Controller from "@ctxo/agent/Controller"
 import * as Memory from "@ctxo/agent/Memory"
+import * as Orchestrator from "@ctxo/agent/Orchestrator"
 import * as SessionEvents from "@ctxo/agent/SessionEvents"
 import { agentTools } from "@ctxo/agent/Tools"
 import * as TurnEngine from "@ctxo/agent/TurnEngine"
@@ -46,7 +47,7 @@ import * as Store from "@ctxo/store/Store"
 import { Clock, Context, Effect, Either, Exit, Layer, Schema, Scope } from "effect"
 import type { Profile } from "./Replay.ts"
 import { modelStepAt, type Planned, planSteps } from "./Replay.ts"
-import type { ChatStep, Data, MemoryStep, NewSession, Scenario, ScenarioStep } from "./Scenario.ts"
+import type { ChatStep, Data, MemoryStep, NewSession, RunStep, Scenario, ScenarioStep } from "./Scenario.ts"
 import { DEFAULT_TENANT } from "./Scenario.ts"
 import type {
   AggregateEvidence,
@@ -56,6 +57,7 @@ import type {
   MemoryEntryEvidence,
   MemoryShown,
   RestartEvidence,
+  RunEvidence,
   ScenarioEvidence,
   SessionState,
   StepEvidence,
@@ -300,6 +302,7 @@ export const runScenario = (scenario: Scenario, profile: Profile, options: Scena
     const ends: Array<EndEvidence> = []
     const restarts: Array<RestartEvidence> = []
     const distributions: Array<DistributionEvidence> = []
+    const runs: Array<RunEvidence> = []
     const taskIds = new Map<string, string>()
     const keysUsed = new Set<string>()
     let current = -1
@@ -680,6 +683,102 @@ export const runScenario = (scenario: Scenario, profile: Profile, options: Scena
         })
       })
 
+    /** A plan-execute-reflect run with the scenario's model: each role's answers in order, each specialist's replies. */
+    const runStep = (i: number, tenant: string, step: RunStep) =>
+      inTenant(
+        tenant,
+        Effect.gen(function* () {
+          const store = yield* Store.Store
+          const asked: Array<string> = []
+          const queues = new Map<string, Array<string>>()
+          const specialistContexts: Array<{ stepId: string; texts: ReadonlyArray<string> }> = []
+          const events: Array<string> = []
+          const model: Orchestrator.RunModel<Error, never> = {
+            ask: (role) =>
+              Effect.suspend(() => {
+                asked.push(role)
+                if (!queues.has(role))
+                  queues.set(
+                    role,
+                    (step.model[role] ?? []).map((r) => (typeof r === "string" ? r : JSON.stringify(r)))
+                  )
+                const text = queues.get(role)!.shift()
+                return text === undefined
+                  ? Effect.fail(new Error(`the scenario scripts no more answers for the ${role}`))
+                  : Effect.succeed({ text })
+              }),
+            specialist: ({ step: planned }) =>
+              Effect.succeed(
+                scriptedDriver(
+                  planSteps(
+                    step.model.specialists?.[planned.id] ?? [
+                      { type: "assistant", text: `(no scripted reply for step ${planned.id})` }
+                    ]
+                  )
+                )
+              )
+          }
+          const runId = Orchestrator.runIdOf(step.session, step.idempotencyKey ?? `scenario-step-${i}`)
+          const outcome = yield* Effect.either(
+            Orchestrator.run(
+              {
+                sessionId: step.session,
+                goal: step.goal,
+                model: profile.model,
+                idempotencyKey: step.idempotencyKey ?? `scenario-step-${i}`
+              },
+              model,
+              {
+                defaultModel: profile.model,
+                limits: {
+                  maxReflections: step.limits?.maxReflections ?? Orchestrator.DEFAULT_LIMITS.maxReflections,
+                  maxSteps: step.limits?.maxSteps ?? Orchestrator.DEFAULT_LIMITS.maxSteps,
+                  specialistBudget:
+                    step.limits?.specialistBudget ?? Orchestrator.DEFAULT_LIMITS.specialistBudget
+                },
+                maxToolSteps: 8,
+                tools: agentTools,
+                emit: (e) => Effect.sync(() => void events.push(e.type)),
+                onSpecialistCompiled: (stepId, compiled) =>
+                  Effect.sync(
+                    () => void specialistContexts.push({ stepId, texts: textsOf(compiled.request) })
+                  )
+              }
+            )
+          )
+          const state = yield* Effect.orElseSucceed(store.readRun(step.session, runId), () => undefined)
+          const history = yield* historyOf(step.session)
+          const turn = history.find((t) => t.turn === state?.turn)
+          const textOfMessage = (m: (typeof history)[number]["messages"][number]) =>
+            m.parts.flatMap((p) => (p._tag === "text" ? [p.text] : [])).join("")
+          const answer = state?.finalAnswer
+          runs.push({
+            step: i,
+            tenant,
+            session: step.session,
+            goal: step.goal,
+            runId,
+            ...(state === undefined ? {} : { state }),
+            asked,
+            events,
+            specialistContexts,
+            goalInputs: history
+              .flatMap((t) => t.messages)
+              .filter((m) => m.role === "user" && m.meta.kind === "input" && textOfMessage(m) === step.goal)
+              .length,
+            finals: (turn?.messages ?? []).filter((m) => m.meta.kind === "final").map(textOfMessage),
+            answerOccurrences:
+              answer === undefined || answer === ""
+                ? 0
+                : history
+                    .flatMap((t) => t.messages)
+                    .filter((m) => m.role === "assistant" && textOfMessage(m).includes(answer)).length,
+            ...(step.expect === undefined ? {} : { expect: step.expect })
+          })
+          if (Either.isLeft(outcome)) return yield* Effect.fail(outcome.left)
+        })
+      )
+
     const restart = (i: number, advanceMs: number) =>
       Effect.gen(function* () {
         const before: Record<string, ReadonlyArray<MemoryEntryEvidence>> = {}
@@ -753,6 +852,8 @@ export const runScenario = (scenario: Scenario, profile: Profile, options: Scena
           return restart(i, step.advanceMs ?? 0)
         case "createSession":
           return createSession(step)
+        case "run":
+          return runStep(i, tenant, step)
       }
     }
 
@@ -797,6 +898,7 @@ export const runScenario = (scenario: Scenario, profile: Profile, options: Scena
       ends,
       restarts,
       distributions,
+      runs,
       finalL2: Either.isRight(outcome) ? outcome.right : [],
       ...(Either.isLeft(outcome)
         ? { failure: `${errorOf(outcome.left).tag}: ${errorOf(outcome.left).message}` }

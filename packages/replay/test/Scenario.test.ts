@@ -105,7 +105,7 @@ describe("ctxo.scenario/v1", () => {
       (s: Record<string, unknown>) => {
         stepsOf(s)[0] = { type: "dance", session: "a" }
       },
-      /^Invalid scenario tiny\.json: steps\[0\]\.type: expected one of chat, pause, resume, end, addTask, updateTask, distribute, aggregate, pinMemory, deleteMemory, persist, restart, createSession, got "dance"$/
+      /^Invalid scenario tiny\.json: steps\[0\]\.type: expected one of chat, pause, resume, end, addTask, updateTask, distribute, aggregate, pinMemory, deleteMemory, persist, restart, createSession, run, got "dance"$/
     ],
     [
       "a chat without its input",

@@ -84,7 +84,11 @@ describe("the fixture scenarios", () => {
       "aggregate-three-sessions",
       "distribute-lifecycle",
       "promotion-to-l4",
-      "restart-keeps-l4"
+      "restart-keeps-l4",
+      "run-adjusted",
+      "run-reflection-limit",
+      "run-simple",
+      "run-three-steps"
     ])
     for (const e of runs.values())
       expect(checkScenario(e).map(formatScenarioViolation), e.scenario).toEqual([])
@@ -97,7 +101,96 @@ describe("the fixture scenarios", () => {
     expect(all.flatMap((e) => e.restarts).length).toBe(2)
     expect(all.flatMap((e) => e.distributions).length).toBeGreaterThan(4)
     expect(all.flatMap((e) => e.steps).filter((s) => s.expectError !== undefined).length).toBeGreaterThan(4)
-    expect(SCENARIO_INVARIANTS).toHaveLength(7)
+    expect(all.flatMap((e) => e.runs ?? []).length).toBe(6)
+    expect(all.flatMap((e) => e.runs ?? []).flatMap((r) => r.specialistContexts).length).toBe(10)
+    expect(SCENARIO_INVARIANTS).toHaveLength(12)
+  })
+})
+
+describe("the run invariants (seed 004)", () => {
+  const runOf = (e: ScenarioEvidence, i = 0) => mutable(e.runs![i]!)
+  const stateOf = (e: ScenarioEvidence, i = 0) => runOf(e, i).state!
+
+  it("run-transitions: finds an illegal transition, a run that did not finish, and a path other than expected", () => {
+    const e = evidence("run-three-steps")
+    const s = stateOf(e)
+    s.transitions[4]!.to = "reflect"
+    expect(messages(e, "run-transitions")).toContain(
+      `run ${s.runId} of default/release: execute -> reflect is not a transition of the state diagram`
+    )
+    const stopped = evidence("run-simple")
+    const t = stateOf(stopped)
+    t.phase = "judge"
+    t.isCompleted = false
+    expect(messages(stopped, "run-transitions")).toContain(
+      `run ${t.runId} of default/release ended at judge (completed: false, should continue: false); expected done`
+    )
+    const other = evidence("run-adjusted")
+    const u = stateOf(other)
+    u.planHistory.pop()
+    u.reflectionCount = 1
+    expect(messages(other, "run-transitions")).toEqual([
+      `run ${u.runId} of default/release made 1 plans; the scenario expects 2`,
+      `run ${u.runId} of default/release reflected 1 times; the scenario expects 2`
+    ])
+  })
+
+  it("run-limits: finds reflections over the limit, one not asked, and a specialist sent more than its budget", () => {
+    const e = evidence("run-reflection-limit")
+    const r = runOf(e)
+    r.asked.push("reflector")
+    expect(messages(e, "run-limits")).toEqual([
+      `run ${r.runId} of default/release reflected 3 times; its limit is 2`,
+      `run ${r.runId} of default/release asked the reflector 3 times and counts 2 reflections`
+    ])
+    const budget = evidence("run-three-steps")
+    const s = stateOf(budget)
+    s.specialistResults.notes!.contextTokens = s.limits.specialistBudget + 1
+    expect(messages(budget, "run-limits")).toEqual([
+      `run ${s.runId} of default/release: the specialist of notes was sent 8001 tokens; the specialist budget is 8000`
+    ])
+  })
+
+  it("run-results-once: finds a step collected twice and a result without its step finishing", () => {
+    const e = evidence("run-three-steps")
+    const s = stateOf(e)
+    s.executionHistory.push({ ...s.executionHistory.find((x) => x.event === "finished")! })
+    expect(messages(e, "run-results-once")[0]).toBe(
+      `run ${s.runId} of default/release: step changes finished 2 times (a step's result is collected once)`
+    )
+    const extra = evidence("run-adjusted")
+    const t = stateOf(extra)
+    t.specialistResults.ghost = { ...t.specialistResults.research!, stepId: "ghost" }
+    expect(messages(extra, "run-results-once")).toContain(
+      `run ${t.runId} of default/release: step ghost has a result but its status is (none)`
+    )
+  })
+
+  it("specialist-isolation: finds a sibling's result in a specialist's request, and a dependency's missing", () => {
+    const e = evidence("run-three-steps")
+    const r = runOf(e)
+    const s = r.state!
+    const checklist = r.specialistContexts.find((c) => c.stepId === "checklist")!
+    checklist.texts.push(s.specialistResults.notes!.text)
+    const notes = r.specialistContexts.find((c) => c.stepId === "notes")!
+    notes.texts = notes.texts.map((t) => t.replace(s.specialistResults.changes!.text.trim(), "(dropped)"))
+    expect(messages(e, "specialist-isolation")).toEqual([
+      `run ${s.runId} of default/release: the specialist of notes was not given the result of changes, which it depends on`,
+      `run ${s.runId} of default/release: the specialist of checklist was given the result of notes, which it does not depend on`
+    ])
+  })
+
+  it("run-answer-once: finds the final answer recorded twice and the goal recorded twice", () => {
+    const e = evidence("run-three-steps")
+    const r = runOf(e)
+    r.finals.push(r.finals[0]!)
+    r.answerOccurrences = 2
+    r.goalInputs = 2
+    expect(messages(e, "run-answer-once")).toEqual([
+      `run ${r.runId} of default/release: the goal is 2 inputs of the session's history (it is one turn's input)`,
+      `run ${r.runId} of default/release: its turn holds 2 final answers (the final answer is recorded once)`,
+      `run ${r.runId} of default/release: the final answer is in 2 assistant messages of the session`
+    ])
   })
 })
 
