@@ -96,38 +96,47 @@ const UserContext = Schema.Record({ key: Schema.String, value: Schema.Unknown })
   description: "Context the user adds by hand: one entry a key, shown with the current node's task."
 })
 
+/** A string field with what it means, shown by editors from map.schema.json. */
+const text = (description: string) => Schema.String.annotations({ description })
+
 export const MapNode = Schema.Struct({
-  /** Unique in the map; what a chat turn's `node` and `parent` / `dependencies` name. */
-  id: Schema.String.pipe(Schema.minLength(1)),
-  title: Schema.String.pipe(Schema.minLength(1)),
-  question: Schema.optional(Schema.String),
-  goal: Schema.optional(Schema.String),
-  status: Schema.optional(
-    Schema.String.annotations({ description: "Usually open, in-progress, done or blocked." })
+  id: text("Unique in the map: what parent, dependencies and a chat message's node name.").pipe(
+    Schema.minLength(1)
   ),
-  /** What working on the node concluded: shown to every node that depends on it. */
-  conclusion: Schema.optional(Schema.String),
-  /** The ids of the nodes whose conclusions this node needs. */
-  dependencies: Schema.optional(Schema.Array(Schema.String)),
-  /** The node this one was broken out of (none: a root). */
-  parent: Schema.optional(Schema.String),
-  description: Schema.optional(Schema.String),
-  notes: Schema.optional(Schema.String),
+  title: text("The node's short name.").pipe(Schema.minLength(1)),
+  question: Schema.optional(text("The question this node answers.")),
+  goal: Schema.optional(text("What answering it should achieve.")),
+  status: Schema.optional(text("Usually open, in-progress, done or blocked.")),
+  conclusion: Schema.optional(
+    text("What working on the node concluded: shown to every node that depends on it.")
+  ),
+  dependencies: Schema.optional(
+    Schema.Array(Schema.String).annotations({
+      description: "The ids of the nodes whose conclusions this node needs (no cycles)."
+    })
+  ),
+  parent: Schema.optional(text("The id of the node this one was broken out of (none: a root).")),
+  description: Schema.optional(text("More about the task.")),
+  notes: Schema.optional(text("Working notes.")),
   userContext: Schema.optional(UserContext),
-  /** The task tree's name for `dependencies` (still read). */
-  dependsOn: Schema.optional(Schema.Array(Schema.String)),
-  /** The task tree's name for `description` (still read). */
-  content: Schema.optional(Schema.String)
+  dependsOn: Schema.optional(
+    Schema.Array(Schema.String).annotations({
+      description: "The task tree's name for dependencies (still read)."
+    })
+  ),
+  content: Schema.optional(text("The task tree's name for description (still read)."))
 }).annotations({ identifier: "MapNode" })
 
 export const ThinkingMapFile = Schema.Struct({
   $schema: Schema.optional(Schema.String),
-  /** Default: the first root node's title. */
-  title: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
-  coreQuestion: Schema.optional(Schema.String),
-  finalGoal: Schema.optional(Schema.String),
-  /** The agent's role and overall task (section 1); a default when absent. */
-  background: Schema.optional(Schema.String),
+  title: Schema.optional(
+    text("The map's title (default: the first root node's title).").pipe(Schema.minLength(1))
+  ),
+  coreQuestion: Schema.optional(text("The question the whole map answers.")),
+  finalGoal: Schema.optional(text("What the whole map is for.")),
+  background: Schema.optional(
+    text("The agent's role and overall task, shown first in every node's context (a default when absent).")
+  ),
   userContext: Schema.optional(UserContext),
   nodes: Schema.Array(MapNode)
 }).annotations({ identifier: "ThinkingMap" })
