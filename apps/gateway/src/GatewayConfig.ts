@@ -22,12 +22,17 @@
  * | CTXO_MEMORY_L1_MS, CTXO_MEMORY_L2_MS, CTXO_MEMORY_L3_MS | 30 min, 24 h, 7 days | lifetimes of the memory levels (L4 never expires) |
  * | CTXO_BUDGET_SHARES | seed 003's | default shares of the available budget by source, JSON: `{ "knowledge": 0.2, "tools": 0.05 }` (a session's `budget.shares` win over them; 0 switches a source off) |
  * | CTXO_MEMORY_PERSIST_MS | 600000 | the L3 → L4 timer (0: only when a session ends or on POST /api/memory/persist) |
+ * | CTXO_RUN_MAX_REFLECTIONS | 3 | reflections of a plan-execute-reflect run (then it answers with what it has) |
+ * | CTXO_RUN_MAX_STEPS | 8 | specialist steps of a run (further steps are skipped) |
+ * | CTXO_RUN_SPECIALIST_BUDGET | 8000 | tokens of a specialist's request (its context and step) |
  */
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { parseScript, type Reply } from "@ctxo/agent/FakeUpstream"
 import type { NamedUpstream } from "@ctxo/agent/ModelClient"
+import { DEFAULT_LIMITS } from "@ctxo/agent/Orchestrator"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
+import type { RunLimits } from "@ctxo/store/Runs"
 import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { readKeys } from "./Keys.ts"
 
@@ -41,6 +46,8 @@ export interface Settings {
   readonly model: string
   readonly maxBodyBytes: number
   readonly maxSteps: number
+  /** Limits of a plan-execute-reflect run (CTXO_RUN_*). */
+  readonly runLimits: RunLimits
   readonly upstreamTimeoutMs: number
   readonly upstreamFirstByteMs: number
   readonly upstreamIdleMs: number
@@ -91,6 +98,20 @@ export const settings = Config.all({
   model: Config.string("CTXO_MODEL").pipe(Config.withDefault("gpt-4o")),
   maxBodyBytes: Config.integer("CTXO_MAX_BODY_BYTES").pipe(Config.withDefault(1_048_576)),
   maxSteps: Config.integer("CTXO_MAX_STEPS").pipe(Config.withDefault(8)),
+  runLimits: Config.all({
+    maxReflections: Config.integer("CTXO_RUN_MAX_REFLECTIONS").pipe(
+      Config.validate({ message: "0 or more reflections", validation: (n) => n >= 0 }),
+      Config.withDefault(DEFAULT_LIMITS.maxReflections)
+    ),
+    maxSteps: Config.integer("CTXO_RUN_MAX_STEPS").pipe(
+      Config.validate({ message: "1 or more specialist steps", validation: (n) => n >= 1 }),
+      Config.withDefault(DEFAULT_LIMITS.maxSteps)
+    ),
+    specialistBudget: Config.integer("CTXO_RUN_SPECIALIST_BUDGET").pipe(
+      Config.validate({ message: "at least 256 tokens", validation: (n) => n >= 256 }),
+      Config.withDefault(DEFAULT_LIMITS.specialistBudget)
+    )
+  }),
   upstreamTimeoutMs: milliseconds("CTXO_UPSTREAM_TIMEOUT_MS", 120_000),
   upstreamFirstByteMs: milliseconds("CTXO_UPSTREAM_FIRST_BYTE_MS", 60_000),
   upstreamIdleMs: milliseconds("CTXO_UPSTREAM_IDLE_MS", 30_000),
@@ -245,6 +266,7 @@ export const layerTest = (
     model: "gpt-4o",
     maxBodyBytes: 1_048_576,
     maxSteps: 8,
+    runLimits: DEFAULT_LIMITS,
     upstreamTimeoutMs: 10_000,
     upstreamFirstByteMs: 10_000,
     upstreamIdleMs: 10_000,

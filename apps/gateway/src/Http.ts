@@ -9,7 +9,7 @@ import { ModelClient } from "@ctxo/agent/ModelClient"
 import { agentTools } from "@ctxo/agent/Tools"
 import { TurnEngine } from "@ctxo/agent/TurnEngine"
 import { Api, type BlockNode, ChatRequest } from "@ctxo/api/Api"
-import { BadRequest, Unprocessable } from "@ctxo/api/ApiErrors"
+import { Unprocessable } from "@ctxo/api/ApiErrors"
 import type { Block } from "@ctxo/blocks/Block"
 import { parseJsonBlocks } from "@ctxo/blocks/JsonBlocks"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
@@ -18,17 +18,18 @@ import { HistoryStore } from "@ctxo/history/HistoryStore"
 import { toRecordedSession } from "@ctxo/replay/Record"
 import { type SessionRecord, Store } from "@ctxo/store/Store"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Deferred, Effect, Either, Exit, FiberRef, Layer, Option, Scope, Stream } from "effect"
+import { Deferred, Effect, Either, FiberRef, Layer, Stream } from "effect"
 import { AggregateLive } from "./AggregateHttp.ts"
-import { fromParseError, toApiError, toPreview } from "./ErrorMapping.ts"
+import { toApiError, toPreview } from "./ErrorMapping.ts"
+import { decodeBody, eventStreamResponse } from "./EventStream.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { MapLive } from "./MapHttp.ts"
 import { MemoryLive } from "./MemoryHttp.ts"
 import * as Metrics from "./Metrics.ts"
 import { OpenAILive } from "./OpenAIHttp.ts"
 import { ifMatch } from "./RequestBody.ts"
+import { RunsLive } from "./RunsHttp.ts"
 import { Shutdown } from "./Shutdown.ts"
 import { CallerIsAdmin, CurrentTenant, Tenancy } from "./Tenancy.ts"
 
@@ -266,18 +267,7 @@ export const ChatLive = HttpApiBuilder.group(Api, "chat", (handlers) =>
 /** One agent turn as Server-Sent Events (plural path and the seed's singular alias). */
 const chatTurn = (path: { readonly id: string }) =>
   Effect.gen(function* () {
-    const payload = yield* HttpServerRequest.schemaBodyJson(ChatRequest).pipe(
-      Effect.mapError((e) => {
-        if (e._tag !== "ParseError")
-          return new BadRequest({ tag: "InvalidJson", message: "The body is not valid JSON" })
-        const invalid = fromParseError(e)
-        return new BadRequest({
-          tag: "InvalidRequest",
-          message: invalid.message,
-          details: { param: invalid.param }
-        })
-      })
-    )
+    const payload = yield* decodeBody(ChatRequest)
     const store = yield* Store
     yield* store.getSession(path.id).pipe(wire)
     const context =
@@ -301,27 +291,7 @@ const chatTurn = (path: { readonly id: string }) =>
       },
       { defaultModel: config.model, maxSteps: config.maxSteps, stop: Deferred.await(shutdown) }
     ).pipe(Stream.provideContext(context))
-    // The status waits for the turn's first event: a session that takes no turns (paused, ended)
-    // is a 409; a turn that fails once started ends its stream with an `error` event. The pull
-    // lives in a scope of its own, closed when the stream ends or the client leaves.
-    const scope = yield* Scope.make()
-    const first = yield* Stream.toPull(turn).pipe(
-      Scope.extend(scope),
-      Effect.flatMap((pull) => Effect.map(Effect.either(pull), (head) => ({ pull, head }))),
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)))
-    )
-    if (Either.isLeft(first.head)) {
-      yield* Scope.close(scope, Exit.void)
-      if (Option.isSome(first.head.left)) return yield* Effect.fail(toApiError(first.head.left.value))
-    }
-    const events = Stream.concat(
-      Either.isRight(first.head) ? Stream.fromChunk(first.head.right) : Stream.empty,
-      Either.isRight(first.head) ? Stream.repeatEffectChunkOption(first.pull) : Stream.empty
-    ).pipe(Stream.map(sseFrame), Stream.encodeText, Stream.ensuring(Scope.close(scope, Exit.void)))
-    return HttpServerResponse.stream(events, {
-      contentType: "text/event-stream",
-      headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-    })
+    return yield* eventStreamResponse(turn, sseFrame)
   })
 
 export const AdminLive = HttpApiBuilder.group(Api, "admin", (handlers) =>
@@ -413,6 +383,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     BlocksLive,
     ContextLive,
     MapLive,
+    RunsLive,
     AggregateLive,
     ChatLive,
     OpenAILive,

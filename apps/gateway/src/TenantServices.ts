@@ -71,6 +71,9 @@ export const layer: Layer.Layer<
       updateGlobalMemory: (update) => Effect.flatMap(store, (s) => s.updateGlobalMemory(update)),
       readKnowledgeIndex: Effect.flatMap(store, (s) => s.readKnowledgeIndex),
       writeKnowledgeIndex: (text) => Effect.flatMap(store, (s) => s.writeKnowledgeIndex(text)),
+      readRun: (id, runId) => Effect.flatMap(store, (s) => s.readRun(id, runId)),
+      writeRun: (state) => Effect.flatMap(store, (s) => s.writeRun(state)),
+      listRuns: (id) => Effect.flatMap(store, (s) => s.listRuns(id)),
       listDistributions: Effect.flatMap(store, (s) => s.listDistributions),
       putDistribution: (distribution) => Effect.flatMap(store, (s) => s.putDistribution(distribution)),
       cleanTemporaryFiles: Effect.flatMap(store, (s) => s.cleanTemporaryFiles)

@@ -49,7 +49,7 @@ import type {
   RunPhase
 } from "@ctxo/store/Runs"
 import { RUN_FORMAT } from "@ctxo/store/Runs"
-import { Store } from "@ctxo/store/Store"
+import { MANIFEST_FILE, Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import { Effect, Either, Option, Schema } from "effect"
 import {
@@ -412,7 +412,22 @@ export const specialistContextOf = (state: EnhancedState, step: PlanStep): Conte
   }
 }
 
-/** The manifest a specialist's turn compiles with: the parent's model, global prompts and tools; the budget capped. */
+/**
+ * A specialist's shares: its node context (`tree__context`, on the knowledge share) is what it works
+ * from; a new session has little history to keep.
+ */
+export const SPECIALIST_SHARES: Readonly<Record<string, number>> = {
+  knowledge: 0.3,
+  recent_history: 0.08,
+  important_history: 0.06,
+  semantic: 0.02,
+  skills: 0.02
+}
+
+/**
+ * The manifest of a specialist's session (its `context-config.json`): the parent's model, global
+ * prompts and tools, the specialist's shares, and the specialist budget as a cap on its input.
+ */
 const specialistManifest = (parent: Manifest, window: number, budget: number): Manifest => {
   const { query: _query, tree: _tree, todo: _todo, budget: parentBudget, ...rest } = parent
   const { outputReserve: _reserve, outputReserveRatio: _ratio, ...shares } = parentBudget
@@ -429,7 +444,10 @@ const specialistManifest = (parent: Manifest, window: number, budget: number): M
     knowledge: [],
     sources: {},
     chatHistory: { source: parent.chatHistory.source, strategy: "full" },
-    budget: window - budget > reserve ? { ...shares, outputReserve: window - budget } : parentBudget
+    budget: {
+      ...(window - budget > reserve ? { ...shares, outputReserve: window - budget } : parentBudget),
+      shares: { ...parentBudget.shares, ...SPECIALIST_SHARES }
+    }
   }
 }
 
@@ -457,7 +475,13 @@ export const run = <E, R>(
       Effect.map(Option.some),
       Effect.catchTag("RunNotFound", () => Effect.succeed(Option.none<EnhancedState>()))
     )
-    yield* emit({ type: "run", runId, sessionId: request.sessionId, resumed: Option.isSome(existing) })
+    // Announced with the turn: a session that takes no turns refuses the run before any event.
+    const announce = emit({
+      type: "run",
+      runId,
+      sessionId: request.sessionId,
+      resumed: Option.isSome(existing)
+    })
     let state: EnhancedState | undefined = Option.getOrUndefined(existing)
 
     const driver: Driver<TurnError | StoreError | RunReplyInvalid | E, R | TurnEngine | Store> = {
@@ -696,6 +720,15 @@ export const run = <E, R>(
                   concept: step.title.slice(0, 200),
                   metadata: { parent: request.sessionId, run: runId, step: step.id, role: "specialist" }
                 })
+              // Written once (a resumed run finds it, even after a crash between the two).
+              if ((yield* store.read("session", childSession, MANIFEST_FILE)) === undefined) {
+                const manifest = specialistManifest(
+                  ctx.manifest,
+                  ctx.model.contextWindow,
+                  s.limits.specialistBudget
+                )
+                yield* store.writeFile(childSession, MANIFEST_FILE, `${JSON.stringify(manifest, null, 2)}\n`)
+              }
               yield* emit({ type: "step-started", stepId: step.id, title: step.title, childSession })
               yield* save({
                 executionStatus: { ...s.executionStatus, [step.id]: "running" },
@@ -710,11 +743,6 @@ export const run = <E, R>(
                 defaultModel: s.model,
                 maxSteps: options.maxToolSteps,
                 format: "openai",
-                manifest: specialistManifest(
-                  ctx.manifest,
-                  ctx.model.contextWindow,
-                  s.limits.specialistBudget
-                ),
                 ...(options.tools === undefined ? {} : { tools: options.tools }),
                 extras: { nodeContext: specialistContextOf(s, step) },
                 onCompiled: (compiled, at) =>
@@ -817,13 +845,14 @@ export const run = <E, R>(
         maxSteps: 1,
         format: "openai",
         emit: (event) =>
-          event.type === "turn" ||
-          event.type === "usage" ||
-          event.type === "compaction-started" ||
-          event.type === "compaction-finished" ||
-          event.type === "compaction-fell-back"
-            ? emit(event)
-            : Effect.void
+          event.type === "turn"
+            ? Effect.zipRight(announce, emit(event))
+            : event.type === "usage" ||
+                event.type === "compaction-started" ||
+                event.type === "compaction-finished" ||
+                event.type === "compaction-fell-back"
+              ? emit(event)
+              : Effect.void
       }
     )
     const final = state ?? (yield* store.readRun(request.sessionId, runId))

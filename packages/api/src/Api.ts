@@ -45,6 +45,7 @@ import {
 import { ChatCompletion, ChatCompletionRequest } from "./ChatCompletion.ts"
 import { MapGroup } from "./MapApi.ts"
 import { MemoryGroup } from "./MemoryApi.ts"
+import { RunsGroup } from "./RunsApi.ts"
 
 /** Request bodies refuse fields they do not know. */
 const strict = <A, I>(schema: Schema.Schema<A, I>) =>
@@ -715,6 +716,7 @@ export class Api extends HttpApi.make("ctxo")
   .add(BlocksGroup)
   .add(ContextGroup)
   .add(MapGroup)
+  .add(RunsGroup)
   .add(AggregateGroup)
   .add(ChatGroup)
   .add(OpenAIGroup)
