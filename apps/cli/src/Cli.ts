@@ -9,6 +9,7 @@ import { colorFor, commandName, renderCommandHelp, renderRootHelp, stripAnsi } f
 import { mapCommand, mapExamples, mapSubcommands } from "./MapCommands.ts"
 import { memoryCommand, memoryExamples, memorySubcommands } from "./MemoryCommands.ts"
 import { replayCommand, replayExamples } from "./ReplayCommand.ts"
+import { runCommand, runExamples } from "./RunCommand.ts"
 import {
   sessionsCommand,
   sessionsExamples,
@@ -43,7 +44,8 @@ const subcommands = [
   ownConsole(tasksCommand),
   ownConsole(memoryCommand),
   ownConsole(aggregateCommand),
-  ownConsole(mapCommand)
+  ownConsole(mapCommand),
+  ownConsole(runCommand)
 ] as const
 
 const commands: ReadonlyArray<CommandHelp> = [
@@ -57,7 +59,8 @@ const commands: ReadonlyArray<CommandHelp> = [
   { command: subcommands[7], examples: tasksExamples, subcommands: tasksSubcommands },
   { command: subcommands[8], examples: memoryExamples, subcommands: memorySubcommands },
   { command: subcommands[9], examples: aggregateExamples },
-  { command: subcommands[10], examples: mapExamples, subcommands: mapSubcommands }
+  { command: subcommands[10], examples: mapExamples, subcommands: mapSubcommands },
+  { command: subcommands[11], examples: runExamples }
 ]
 
 const rootExamples: ReadonlyArray<Example> = [

@@ -20,7 +20,8 @@ const commands = [
   "tasks",
   "memory",
   "aggregate",
-  "map"
+  "map",
+  "run"
 ] as const
 const subcommands = [
   ["sessions", "list"],
