@@ -355,6 +355,34 @@ export const mutants: ReadonlyArray<Mutant> = [
     catches: ["steps"],
     sessions: ["distribute-lifecycle"]
   },
+  // --- the plan-execute-reflect orchestrator (seed 004), caught by the recorded runs
+  {
+    name: "reflection-limit-off-by-one",
+    bug: "the orchestrator stops reflecting only past the limit, so a run reflects once more than allowed",
+    file: "packages/agent/src/Orchestrator.ts",
+    find: "s.reflectionCount >= s.limits.maxReflections",
+    replace: "s.reflectionCount > s.limits.maxReflections",
+    catches: ["run-limits", "run-transitions"],
+    sessions: ["run-reflection-limit"]
+  },
+  {
+    name: "specialist-sees-siblings",
+    bug: "a specialist is given every result of the run as its dependencies, its siblings' included",
+    file: "packages/agent/src/Orchestrator.ts",
+    find: "dependencies: step.dependsOn.flatMap((id) => {",
+    replace: "dependencies: Object.keys(state.specialistResults).flatMap((id) => {",
+    catches: ["specialist-isolation"],
+    sessions: ["run-three-steps"]
+  },
+  {
+    name: "finished-step-run-again",
+    bug: "execute runs every step of the plan, so a step kept from an earlier plan is run and collected again",
+    file: "packages/agent/src/Orchestrator.ts",
+    find: 'if (status === "done") continue',
+    replace: 'if (status === "done" && s.currentPlan === undefined) continue',
+    catches: ["run-results-once"],
+    sessions: ["run-adjusted"]
+  },
   // --- the gate's breakers (layers swapped in through the turn engine's seams)
   {
     name: "breaker:order-swapped",
