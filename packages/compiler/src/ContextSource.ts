@@ -11,6 +11,7 @@
 import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import type { Counter } from "@ctxo/budget/Tokenizer"
 import type { HistoryDocument, Summary } from "@ctxo/history/Message"
+import { MAP_FILE } from "@ctxo/store/Paths"
 import { Context, Effect, Either } from "effect"
 import { InvalidContextKey, UnresolvedReference } from "./CompilerErrors.ts"
 import type { Manifest } from "./Manifest.ts"
@@ -168,6 +169,16 @@ export const todoSource: ContextSource = {
  * cut to the knowledge share: the node context the caller handed (a specialist's step), else the
  * manifest's `tree` node of the session's map file, with the conversation of this session's history.
  */
+/** The node the running (unfinished) turn's input names, if any. */
+const runningNode = (history: HistoryDocument): string | undefined => {
+  const last = history.messages.at(-1)
+  if (last === undefined) return undefined
+  const turn = last.meta.turn
+  const messages = history.messages.filter((m) => m.meta.turn === turn)
+  if (messages.some((m) => m.meta.kind === "final")) return undefined
+  return messages.find((m) => m.meta.kind === "input")?.meta.node
+}
+
 export const treeSource: ContextSource = {
   id: "tree",
   collect: (c) =>
@@ -178,7 +189,14 @@ export const treeSource: ContextSource = {
         const id = c.nodeContext.node.id
         return [{ key: "tree__context", id: `node:${id}`, ref: `node ${id}`, text: format(c.nodeContext) }]
       }
-      const tree = c.manifest.tree
+      // The manifest's node; else the node the running turn's input names (a chat sent with `node`)
+      // when the session has a map: a turn about a node sees that node's context.
+      const named = c.manifest.tree === undefined ? runningNode(c.history) : undefined
+      const tree =
+        c.manifest.tree ??
+        (named !== undefined && c.sessionFiles.includes(MAP_FILE)
+          ? { file: MAP_FILE, node: named }
+          : undefined)
       if (tree === undefined) return []
       const ref = `${tree.file}#${tree.node}`
       const invalid = (e: { readonly message: string }) =>
@@ -186,10 +204,20 @@ export const treeSource: ContextSource = {
       const map = yield* fromEither(
         Either.mapLeft(parseMap(yield* c.read("session", tree.file), tree.file), invalid)
       )
-      const info = yield* fromEither(
-        Either.mapLeft(contextInfo({ map, nodeId: tree.node, history: c.history, file: tree.file }), invalid)
-      )
-      return [{ key: "tree__context", id: ref, ref: tree.file, text: format(info) }]
+      const info = contextInfo({ map, nodeId: tree.node, history: c.history, file: tree.file })
+      if (Either.isLeft(info) && c.manifest.tree === undefined) {
+        // A chat naming a node the map does not have still runs, without a node context.
+        c.warn(`node ${tree.node} of the turn's input: ${info.left.message}; no tree__context`)
+        return []
+      }
+      return [
+        {
+          key: "tree__context",
+          id: ref,
+          ref: tree.file,
+          text: format(yield* fromEither(Either.mapLeft(info, invalid)))
+        }
+      ]
     })
 }
 

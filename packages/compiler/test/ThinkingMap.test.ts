@@ -331,6 +331,37 @@ describe("tree__context in a compile", () => {
     }).pipe(Effect.provide(layer(files)))
   )
 
+  it.effect(
+    "shows the node a running turn's input names when the manifest names none; an unknown node only warns",
+    () =>
+      Effect.gen(function* () {
+        const running = (node: string): HistoryDocument => ({
+          ...history,
+          messages: [...history.messages, message("t5-0", 5, "user", "Which backups first?", node)]
+        })
+        const noTree: Workspace.MemoryFiles = {
+          global: {},
+          sessions: { s1: { "map.json": JSON.stringify(release), "context-config.json": "{}" } }
+        }
+        const result = yield* compile({
+          sessionId: "s1",
+          format: "openai",
+          history: running("upgrade")
+        }).pipe(Effect.provide(layer(noTree)))
+        expect(result.report.units.map((u) => u.id)).toContain("map.json#upgrade")
+        const unknown = yield* compile({ sessionId: "s1", format: "openai", history: running("nope") }).pipe(
+          Effect.provide(layer(noTree))
+        )
+        expect(unknown.report.units.some((u) => u.id.startsWith("map.json#"))).toBe(false)
+        expect(unknown.warnings.join("\n")).toContain("node nope of the turn's input")
+        // A finished turn about a node: the next input is not about it.
+        const finished = yield* compile({ sessionId: "s1", format: "openai", history, query: "Next?" }).pipe(
+          Effect.provide(layer(noTree))
+        )
+        expect(finished.report.units.some((u) => u.id.startsWith("map.json#"))).toBe(false)
+      })
+  )
+
   it.effect("names the map, the node and the field when the manifest's map is invalid", () =>
     Effect.gen(function* () {
       const error = yield* Effect.flip(compile({ sessionId: "s1", format: "openai" }))
