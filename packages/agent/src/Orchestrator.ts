@@ -21,7 +21,7 @@
  *   `run`, `step`): a turn of that session whose input is the step's instruction and whose context
  *   is the step as a thinking-map node (`tree__context`: the goal as its root, the results of the
  *   steps it depends on as their conclusions, nothing of its siblings), within the run's
- *   specialist budget. A step runs at most once per run; its result is collected once.
+ *   specialist budget. A step's result is collected once (a failed or skipped step may run again).
  * - Limits (always an end): at most `maxReflections` reflections (then the answer is written
  *   from what there is), at most `maxSteps` specialist executions (further steps are skipped), and
  *   `specialistBudget` tokens for a specialist's request.
@@ -169,6 +169,40 @@ export class RunReplyInvalid extends Schema.TaggedError<RunReplyInvalid>("@ctxo/
     return `The ${this.role}'s answer is not usable: ${this.reason}`
   }
 }
+
+/** A run asked for a turn (or a child session) another run owns. */
+export class RunTurnTaken extends Schema.TaggedError<RunTurnTaken>("@ctxo/agent/RunTurnTaken")(
+  "RunTurnTaken",
+  {
+    sessionId: Schema.String,
+    turn: Schema.Int,
+    runId: Schema.String
+  }
+) {
+  override get message() {
+    return `Turn ${this.turn} of session ${this.sessionId} belongs to run ${this.runId}, which has not finished: resume it with its idempotency key, or start this run with another goal`
+  }
+}
+
+/** A specialist's session id is taken by a session that is not that run's specialist. */
+export class SpecialistSessionTaken extends Schema.TaggedError<SpecialistSessionTaken>(
+  "@ctxo/agent/SpecialistSessionTaken"
+)("SpecialistSessionTaken", { sessionId: Schema.String, runId: Schema.String }) {
+  override get message() {
+    return `Session ${this.sessionId} exists and is not a specialist of run ${this.runId}: it is not used`
+  }
+}
+
+/** The unfinished run, other than `runId`, that answers `turn` of the session. */
+const ownerOf = (store: Store["Type"], sessionId: string, turn: number, runId: string) =>
+  Effect.gen(function* () {
+    for (const id of yield* store.listRuns(sessionId)) {
+      if (id === runId) continue
+      const other = yield* store.readRun(sessionId, id)
+      if (other.turn === turn && other.phase !== "done") return id
+    }
+    return undefined
+  })
 
 /** The run id of a request: derived from its idempotency key (so a retry finds it), else new. */
 export const runIdOf = (sessionId: string, idempotencyKey: string | undefined): string =>
@@ -464,13 +498,18 @@ export const run = <E, R>(
   request: RunRequest,
   model: RunModel<E, R>,
   options: RunOptions
-): Effect.Effect<EnhancedState, TurnError | StoreError | RunReplyInvalid | E, R | TurnEngine | Store> =>
+): Effect.Effect<
+  EnhancedState,
+  TurnError | StoreError | RunReplyInvalid | RunTurnTaken | SpecialistSessionTaken | E,
+  R | TurnEngine | Store
+> =>
   Effect.gen(function* () {
     const engine = yield* TurnEngine
     const store = yield* Store
     const emit = options.emit ?? (() => Effect.void)
     const runId = runIdOf(request.sessionId, request.idempotencyKey)
-    const key = request.idempotencyKey ?? `run:${runId}`
+    // The run's own key for its turn: never one of the session's chat keys.
+    const key = `run:${runId}`
     const existing = yield* store.readRun(request.sessionId, runId).pipe(
       Effect.map(Option.some),
       Effect.catchTag("RunNotFound", () => Effect.succeed(Option.none<EnhancedState>()))
@@ -484,10 +523,24 @@ export const run = <E, R>(
     })
     let state: EnhancedState | undefined = Option.getOrUndefined(existing)
 
-    const driver: Driver<TurnError | StoreError | RunReplyInvalid | E, R | TurnEngine | Store> = {
+    const driver: Driver<
+      TurnError | StoreError | RunReplyInvalid | RunTurnTaken | SpecialistSessionTaken | E,
+      R | TurnEngine | Store
+    > = {
       model: (_compiled, ctx) =>
         Effect.gen(function* () {
           const started = now()
+          // Read again under the session's lock: another request may have moved the run meanwhile.
+          state = yield* store
+            .readRun(request.sessionId, runId)
+            .pipe(Effect.catchTag("RunNotFound", () => Effect.succeed(undefined)))
+          if (state === undefined) {
+            // A fresh run on a turn another run started (an unfinished turn of the same goal is
+            // resumed by the turn engine whatever the key): that run owns it.
+            const owner = yield* ownerOf(store, request.sessionId, ctx.turn, runId)
+            if (owner !== undefined)
+              return yield* new RunTurnTaken({ sessionId: request.sessionId, turn: ctx.turn, runId: owner })
+          }
           let s: EnhancedState = state ?? {
             format: RUN_FORMAT,
             version: 0,
@@ -495,7 +548,7 @@ export const run = <E, R>(
             sessionId: request.sessionId,
             goal: request.goal,
             model: ctx.model.name,
-            idempotencyKey: key,
+            idempotencyKey: request.idempotencyKey ?? key,
             createdAt: started,
             updatedAt: started,
             phase: "start",
@@ -538,7 +591,7 @@ export const run = <E, R>(
           // A run asked again (the same turn): it goes on from where it stopped.
           const { error: _cleared, ...rest } = s
           s = rest
-          yield* save({ turn: ctx.turn, shouldContinue: true })
+          yield* save({ turn: ctx.turn, shouldContinue: s.phase !== "done" })
           if (s.phase === "failed") {
             const before = s.transitions.at(-1)?.from ?? "start"
             yield* go(before === "failed" ? "start" : before)
@@ -684,10 +737,12 @@ export const run = <E, R>(
                 const status = s.executionStatus[step.id]
                 if (status === "done") continue
                 const missing = step.dependsOn.filter((d) => s.specialistResults[d] === undefined)
+                // A step that was running when the run stopped goes on (its turn resumes by its
+                // key): it was counted when it started.
                 const reason =
                   missing.length > 0
                     ? `it depends on ${missing.join(", ")}, which has no result`
-                    : executedCount(s) >= s.limits.maxSteps
+                    : status !== "running" && executedCount(s) >= s.limits.maxSteps
                       ? `the run's limit of ${s.limits.maxSteps} specialist steps is reached`
                       : undefined
                 if (reason !== undefined) {
@@ -707,19 +762,25 @@ export const run = <E, R>(
                   })
                   continue
                 }
-                yield* specialist(step, plan.version)
+                yield* specialist(step, plan.version, status === "running")
               }
             })
 
-          const specialist = (step: PlanStep, planVersion: number) =>
+          const specialist = (step: PlanStep, planVersion: number, resumed: boolean) =>
             Effect.gen(function* () {
               const childSession = `${runId}-${step.id}`
-              if (!(yield* store.hasSession(childSession)))
-                yield* store.createSession({
-                  id: childSession,
-                  concept: step.title.slice(0, 200),
-                  metadata: { parent: request.sessionId, run: runId, step: step.id, role: "specialist" }
-                })
+              const child = yield* store.getSession(childSession).pipe(
+                Effect.catchTag("SessionNotFound", () =>
+                  store.createSession({
+                    id: childSession,
+                    concept: step.title.slice(0, 200),
+                    metadata: { parent: request.sessionId, run: runId, step: step.id, role: "specialist" }
+                  })
+                )
+              )
+              // Only this run's own child: a session that happens to have the id is not adopted.
+              if (child.metadata.run !== runId || child.metadata.step !== step.id)
+                return yield* new SpecialistSessionTaken({ sessionId: childSession, runId })
               // Written once (a resumed run finds it, even after a crash between the two).
               if ((yield* store.read("session", childSession, MANIFEST_FILE)) === undefined) {
                 const manifest = specialistManifest(
@@ -730,13 +791,14 @@ export const run = <E, R>(
                 yield* store.writeFile(childSession, MANIFEST_FILE, `${JSON.stringify(manifest, null, 2)}\n`)
               }
               yield* emit({ type: "step-started", stepId: step.id, title: step.title, childSession })
-              yield* save({
-                executionStatus: { ...s.executionStatus, [step.id]: "running" },
-                executionHistory: [
-                  ...s.executionHistory,
-                  { at: now(), planVersion, stepId: step.id, event: "started", childSession }
-                ]
-              })
+              if (!resumed)
+                yield* save({
+                  executionStatus: { ...s.executionStatus, [step.id]: "running" },
+                  executionHistory: [
+                    ...s.executionHistory,
+                    { at: now(), planVersion, stepId: step.id, event: "started", childSession }
+                  ]
+                })
               let contextTokens = 0
               const driver = yield* model.specialist({ childSession, step, state: s })
               const turnOptions: TurnOptions = {
@@ -769,12 +831,18 @@ export const run = <E, R>(
                   turnOptions
                 )
               )
-              if (Either.isLeft(outcome) || outcome.right._tag !== "Answered") {
+              if (
+                Either.isLeft(outcome) ||
+                outcome.right._tag !== "Answered" ||
+                outcome.right.stopped === true
+              ) {
                 const message = Either.isLeft(outcome)
                   ? outcome.left instanceof Error
                     ? outcome.left.message
                     : String(outcome.left)
-                  : "the specialist asked for tools nobody runs"
+                  : outcome.right._tag === "Answered"
+                    ? `the specialist used its ${options.maxToolSteps} tool steps without an answer`
+                    : "the specialist asked for tools nobody runs"
                 yield* emit({ type: "step-failed", stepId: step.id, message })
                 yield* save({
                   executionStatus: { ...s.executionStatus, [step.id]: "failed" },
@@ -855,7 +923,7 @@ export const run = <E, R>(
               : Effect.void
       }
     )
-    const final = state ?? (yield* store.readRun(request.sessionId, runId))
+    const final = yield* store.readRun(request.sessionId, runId)
     yield* emit({
       type: "done",
       runId,
@@ -909,6 +977,22 @@ const keepFinished = (state: EnhancedState, plan: Plan): Plan => {
         id = `${step.id}-v${plan.version}-${n}`
       renamed.set(step.id, id)
     }
+  }
+  // A step built on work that is redone is new work too.
+  for (let changed = true; changed; ) {
+    changed = false
+    for (const step of plan.steps)
+      if (
+        !renamed.has(step.id) &&
+        known.has(step.id) &&
+        step.dependsOn.some((d) => renamed.has(d) || !known.has(d))
+      ) {
+        let id = `${step.id}-v${plan.version}`
+        for (let n = 2; known.has(id) || plan.steps.some((s) => s.id === id); n++)
+          id = `${step.id}-v${plan.version}-${n}`
+        renamed.set(step.id, id)
+        changed = true
+      }
   }
   if (renamed.size === 0) return plan
   return {

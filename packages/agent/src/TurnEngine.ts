@@ -235,6 +235,8 @@ export type TurnOutcome =
       readonly text: string
       readonly steps: number
       readonly replayed: boolean
+      /** The turn ran out of tool steps: its text says so, the model gave no answer. */
+      readonly stopped?: boolean
       readonly compiled?: CompileResult
       readonly usage?: Usage
     }
@@ -506,7 +508,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         const text = `Stopped after ${options.maxSteps} tool steps.`
         yield* provide(endTurn(sessionId, turn, text))
         yield* emit({ type: "done", turn, text, steps: options.maxSteps })
-        return { _tag: "Answered", turn, text, steps: options.maxSteps, replayed: false } as const
+        return {
+          _tag: "Answered",
+          turn,
+          text,
+          steps: options.maxSteps,
+          replayed: false,
+          stopped: true
+        } as const
       })
 
     const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>

@@ -300,6 +300,81 @@ describe("the orchestrator", () => {
     expect(again.events.at(-1)).toMatchObject({ type: "done", text: "Recovered.", replayed: true })
   })
 
+  it("redoes a finished step whose dependency is redone, and records a specialist out of tool steps as failed", async () => {
+    const { store, layer } = setup()
+    await Effect.runPromise(store.createSession({ id: "s", concept: "" }))
+    const { model, asked } = scripted({
+      judge: [json({ complexity: "complex" })],
+      planner: [steps(["a", []], ["b", ["a"]])],
+      replanner: [
+        json({
+          steps: [
+            { id: "a", title: "Step a", instruction: "Do a better" },
+            { id: "b", title: "Step b", instruction: "Do b", dependsOn: ["a"] }
+          ]
+        })
+      ],
+      reflector: [json({ decision: "adjust" }), json({ decision: "finish" })],
+      answerer: ["Done."]
+    })
+    const state = await Effect.runPromise(play(store, layer, model, "Two things", { key: "dep" }).effect)
+    expect(asked.filter((r) => r === "replanner")).toHaveLength(1)
+    // a's work changed, so b (built on the old a) is new work too.
+    expect(state.currentPlan!.steps.map((x) => [x.id, x.dependsOn])).toEqual([
+      ["a-v2", []],
+      ["b-v2", ["a-v2"]]
+    ])
+    expect(Object.keys(state.specialistResults).sort()).toEqual(["a", "a-v2", "b", "b-v2"])
+
+    const looping: RunModel<Error, never> = {
+      ...scripted({}).model,
+      ask: (role) =>
+        Effect.succeed({
+          text:
+            role === "judge"
+              ? json({ complexity: "complex" })
+              : role === "planner"
+                ? steps(["x", []])
+                : role === "reflector"
+                  ? json({ decision: "finish" })
+                  : "Gave up."
+        }),
+      specialist: () =>
+        Effect.succeed({
+          model: () =>
+            Effect.succeed({
+              text: "",
+              toolCalls: [{ id: `c${Math.random()}`, name: "ls", arguments: "{}" }]
+            }),
+          runTool: () => Effect.succeed({ status: "success", data: { entries: [] } })
+        })
+    }
+    const stuck = await Effect.runPromise(play(store, layer, looping, "Loop forever", { key: "loop" }).effect)
+    expect(stuck.executionStatus).toEqual({ x: "failed" })
+    expect(stuck.specialistResults).toEqual({})
+    expect(stuck.executionHistory.at(-1)?.message).toBe(
+      "the specialist used its 4 tool steps without an answer"
+    )
+    expect(stuck.feedbackHistory[0]!.notes).toContain(
+      "Step x failed: the specialist used its 4 tool steps without an answer"
+    )
+  })
+
+  it("does not let a run with another key take over the unfinished turn of a failed run", async () => {
+    const { store, layer } = setup()
+    await Effect.runPromise(store.createSession({ id: "s", concept: "" }))
+    const first = scripted({ judge: ["no JSON here"] })
+    await Effect.runPromise(Effect.flip(play(store, layer, first.model, "Goal", { key: "k1" }).effect))
+    const second = scripted({ judge: [json({ complexity: "simple" })], answerer: ["Taken."] })
+    const error = await Effect.runPromise(
+      Effect.flip(play(store, layer, second.model, "Goal", { key: "k2" }).effect)
+    )
+    expect(error.message).toMatch(
+      /^Turn 1 of session s belongs to run r-[0-9a-f]{16}, which has not finished: resume it/
+    )
+    expect(second.asked).toEqual([])
+  })
+
   it("refuses a run in a paused session before anything is recorded", async () => {
     const { store, layer } = setup()
     await Effect.runPromise(store.createSession({ id: "s", concept: "" }))

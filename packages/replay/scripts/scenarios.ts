@@ -420,7 +420,7 @@ const runScenario = (id: string, description: string, steps: ReadonlyArray<Scena
 
 const runSimple = runScenario(
   "run-simple",
-  "A goal one answer can do: judged simple and answered directly (no plan, no specialist); asked again with the same key it answers from history, recording nothing twice; a paused session refuses a run before anything is recorded",
+  "A goal one answer can do: judged simple and answered directly (no plan, no specialist); asked again with the same key it answers from history, recording nothing twice; a run whose planner answers prose fails, and the same key resumes it at the plan without judging again; a paused session refuses a run before anything is recorded",
   [
     {
       type: "run",
@@ -451,6 +451,59 @@ const runSimple = runScenario(
       model: {},
       expect: {
         complexity: "simple"
+      }
+    },
+    {
+      type: "run",
+      session: "release",
+      goal: "Check the release notes for typos, then fix them",
+      idempotencyKey: "resume-1",
+      model: {
+        judge: [{ complexity: "complex", reason: "check, then fix" }],
+        planner: ["First I would read the notes carefully."]
+      },
+      expect: { error: "RunReplyInvalid" }
+    },
+    {
+      type: "run",
+      session: "release",
+      goal: "Check the release notes for typos, then fix them",
+      idempotencyKey: "resume-1",
+      model: {
+        planner: [
+          {
+            steps: [
+              { id: "check", title: "Check", instruction: "List the typos in notes.md", dependsOn: [] },
+              { id: "fix", title: "Fix", instruction: "Fix the typos found", dependsOn: ["check"] }
+            ]
+          }
+        ],
+        reflector: [{ decision: "finish", feedback: "Both are done." }],
+        answerer: ["The notes had no typos left after the fix."],
+        specialists: {
+          check: [{ type: "assistant", text: "TYPOS: 'Sever-Sent' should be 'Server-Sent'." }],
+          fix: [{ type: "assistant", text: "FIXED: 'Server-Sent Events' is spelled right now." }]
+        }
+      },
+      expect: {
+        complexity: "complex",
+        phases: [
+          "start",
+          "analyze",
+          "judge",
+          "plan",
+          "failed",
+          "plan",
+          "execute",
+          "collect",
+          "feedback",
+          "reflect",
+          "final-answer",
+          "done"
+        ],
+        plans: 1,
+        reflections: 1,
+        results: ["check", "fix"]
       }
     },
     {

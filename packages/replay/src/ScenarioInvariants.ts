@@ -266,7 +266,7 @@ export interface RunEvidence {
     readonly stepId: string
     readonly texts: ReadonlyArray<string>
   }>
-  /** Inputs of the session's history whose text is the goal. */
+  /** Inputs of the session's history opened by this run (its turn's key) whose text is the goal. */
   readonly goalInputs: number
   /** The final answers the history holds for the run's turn. */
   readonly finals: ReadonlyArray<string>
@@ -751,7 +751,12 @@ const rules: Readonly<Record<ScenarioInvariant, (e: ScenarioEvidence) => Array<F
       }
       let previous: string | undefined
       for (const [i, t] of s.transitions.entries()) {
-        const resumed = t.from === "failed" && i > 0 && s.transitions[i - 1]!.to === "failed"
+        // A resumed run goes from failed back to the phase that failed (or to start).
+        const resumed =
+          t.from === "failed" &&
+          i > 0 &&
+          s.transitions[i - 1]!.to === "failed" &&
+          (t.to === s.transitions[i - 1]!.from || t.to === "start")
         const legal = t.to === "failed" || resumed || (RUN_TRANSITIONS[t.from] ?? []).includes(t.to)
         if (!legal)
           out.push({
@@ -905,6 +910,14 @@ const rules: Readonly<Record<ScenarioInvariant, (e: ScenarioEvidence) => Array<F
       const at = `run ${r.runId} of ${r.tenant}/${r.session}`
       const out: Array<Found> = []
       const steps = new Map(s.planHistory.flatMap((p) => p.steps.map((x) => [x.id, x] as const)))
+      // Every specialist that ran in this play was looked at (a replayed run runs none).
+      const ran = r.events.filter((x) => x === "step-started").length
+      if (r.specialistContexts.length < ran)
+        out.push({
+          step: r.step,
+          message: `${at}: ${ran} specialists started and ${r.specialistContexts.length} of their requests were recorded`,
+          excerpt: r.specialistContexts.map((c) => c.stepId).join(", ") || "(none)"
+        })
       for (const c of r.specialistContexts) {
         const step = steps.get(c.stepId)
         const text = c.texts.join("\n")

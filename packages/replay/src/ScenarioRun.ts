@@ -764,8 +764,13 @@ export const runScenario = (scenario: Scenario, profile: Profile, options: Scena
             specialistContexts,
             goalInputs: history
               .flatMap((t) => t.messages)
-              .filter((m) => m.role === "user" && m.meta.kind === "input" && textOfMessage(m) === step.goal)
-              .length,
+              .filter(
+                (m) =>
+                  m.role === "user" &&
+                  m.meta.kind === "input" &&
+                  m.meta.inputKey === `run:${runId}` &&
+                  textOfMessage(m) === step.goal
+              ).length,
             finals: (turn?.messages ?? []).filter((m) => m.meta.kind === "final").map(textOfMessage),
             answerOccurrences:
               answer === undefined || answer === ""

@@ -101,8 +101,8 @@ describe("the fixture scenarios", () => {
     expect(all.flatMap((e) => e.restarts).length).toBe(2)
     expect(all.flatMap((e) => e.distributions).length).toBeGreaterThan(4)
     expect(all.flatMap((e) => e.steps).filter((s) => s.expectError !== undefined).length).toBeGreaterThan(4)
-    expect(all.flatMap((e) => e.runs ?? []).length).toBe(6)
-    expect(all.flatMap((e) => e.runs ?? []).flatMap((r) => r.specialistContexts).length).toBe(10)
+    expect(all.flatMap((e) => e.runs ?? []).length).toBe(8)
+    expect(all.flatMap((e) => e.runs ?? []).flatMap((r) => r.specialistContexts).length).toBe(12)
     expect(SCENARIO_INVARIANTS).toHaveLength(12)
   })
 })
@@ -133,6 +133,19 @@ describe("the run invariants (seed 004)", () => {
       `run ${u.runId} of default/release made 1 plans; the scenario expects 2`,
       `run ${u.runId} of default/release reflected 1 times; the scenario expects 2`
     ])
+  })
+
+  it("run-transitions: finds a resumed run that does not go back to the phase that failed", () => {
+    const e = evidence("run-simple")
+    const r = e
+      .runs!.map((x) => mutable(x))
+      .find((x) => x.state?.transitions.some((t) => t.to === "failed") && x.state.phase === "done")!
+    const t = r.state!.transitions.find((x) => x.from === "failed")!
+    expect(t.to).toBe("plan")
+    t.to = "final-answer"
+    expect(messages(e, "run-transitions")).toContain(
+      `run ${r.runId} of default/release: failed -> final-answer is not a transition of the state diagram`
+    )
   })
 
   it("run-limits: finds reflections over the limit, one not asked, and a specialist sent more than its budget", () => {
@@ -174,6 +187,12 @@ describe("the run invariants (seed 004)", () => {
     checklist.texts.push(s.specialistResults.notes!.text)
     const notes = r.specialistContexts.find((c) => c.stepId === "notes")!
     notes.texts = notes.texts.map((t) => t.replace(s.specialistResults.changes!.text.trim(), "(dropped)"))
+    const missing = evidence("run-adjusted")
+    const m = runOf(missing)
+    m.specialistContexts.pop()
+    expect(messages(missing, "specialist-isolation")).toEqual([
+      `run ${m.runId} of default/release: 4 specialists started and 3 of their requests were recorded`
+    ])
     expect(messages(e, "specialist-isolation")).toEqual([
       `run ${s.runId} of default/release: the specialist of notes was not given the result of changes, which it depends on`,
       `run ${s.runId} of default/release: the specialist of checklist was given the result of notes, which it does not depend on`
