@@ -50,24 +50,42 @@ const key = Options.text("key").pipe(
   ),
   Options.optional
 )
-const limit = (name: string, what: string) =>
-  Options.integer(name).pipe(Options.withPseudoName("N"), Options.withDescription(what), Options.optional)
+const limit = (name: string, what: string, min: number) =>
+  Options.integer(name).pipe(
+    Options.withPseudoName("N"),
+    Options.withDescription(what),
+    Options.filterMap(
+      (n) => (n >= min ? Option.some(n) : Option.none()),
+      `--${name} must be at least ${min}`
+    ),
+    Options.optional
+  )
 const maxReflections = limit(
   "max-reflections",
-  `Reflections before the run answers with what it has (default: CTXO_RUN_MAX_REFLECTIONS, else ${DEFAULT_LIMITS.maxReflections}).`
+  `Reflections before the run answers with what it has (default: CTXO_RUN_MAX_REFLECTIONS, else ${DEFAULT_LIMITS.maxReflections}).`,
+  0
 )
 const maxSteps = limit(
   "max-steps",
-  `Specialist steps; further steps are skipped (default: CTXO_RUN_MAX_STEPS, else ${DEFAULT_LIMITS.maxSteps}).`
+  `Specialist steps; further steps are skipped (default: CTXO_RUN_MAX_STEPS, else ${DEFAULT_LIMITS.maxSteps}).`,
+  1
 )
 const specialistBudget = limit(
   "specialist-budget",
-  `Tokens of a specialist's request (default: CTXO_RUN_SPECIALIST_BUDGET, else ${DEFAULT_LIMITS.specialistBudget}).`
+  `Tokens of a specialist's request, at least 256 (default: CTXO_RUN_SPECIALIST_BUDGET, else ${DEFAULT_LIMITS.specialistBudget}).`,
+  256
 )
 const json = Options.boolean("json").pipe(
   Options.withDescription("Print the run's final state (EnhancedState) as JSON instead of its transitions.")
 )
 const goal = Args.text({ name: "goal" }).pipe(Args.withDescription("What the run is to achieve."))
+
+/** A limit from the environment, checked as the gateway checks it. */
+const atLeast = (name: string, min: number, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be at least ${min}`, validation: (n) => n >= min }),
+    Config.withDefault(fallback)
+  )
 
 /** The upstream and limits as the gateway reads them from the environment. */
 const environment = Config.all({
@@ -76,13 +94,9 @@ const environment = Config.all({
     Config.map(Option.filter((k) => Redacted.value(k).trim() !== ""))
   ),
   model: Config.string("CTXO_MODEL").pipe(Config.withDefault("gpt-4o")),
-  maxReflections: Config.integer("CTXO_RUN_MAX_REFLECTIONS").pipe(
-    Config.withDefault(DEFAULT_LIMITS.maxReflections)
-  ),
-  maxSteps: Config.integer("CTXO_RUN_MAX_STEPS").pipe(Config.withDefault(DEFAULT_LIMITS.maxSteps)),
-  specialistBudget: Config.integer("CTXO_RUN_SPECIALIST_BUDGET").pipe(
-    Config.withDefault(DEFAULT_LIMITS.specialistBudget)
-  )
+  maxReflections: atLeast("CTXO_RUN_MAX_REFLECTIONS", 0, DEFAULT_LIMITS.maxReflections),
+  maxSteps: atLeast("CTXO_RUN_MAX_STEPS", 1, DEFAULT_LIMITS.maxSteps),
+  specialistBudget: atLeast("CTXO_RUN_SPECIALIST_BUDGET", 256, DEFAULT_LIMITS.specialistBudget)
 })
 
 /** One event as a line a person reads (text deltas are the answer's words: printed whole at the end). */
