@@ -6,6 +6,8 @@
 export const sharedTest = {
   include: ["test/**/*.test.ts"],
   testTimeout: 60_000,
+  // Hooks start and stop gateways and upstreams, which take longer under the same load.
+  hookTimeout: 60_000,
   reporters: ["default", "json"],
   outputFile: { json: ".reports/vitest.json" }
 }

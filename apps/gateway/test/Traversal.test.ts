@@ -26,6 +26,13 @@ import { homedir, tmpdir } from "node:os"
 import { isAbsolute, join, relative, resolve, sep } from "node:path"
 import type { Reply } from "@ctxo/agent/FakeUpstream"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+/**
+ * Each corpus test sends hundreds of requests; alone they take 2-12 s. Under CI's parallel load (every
+ * package's tests and the eval at once on 2 CPUs) they were seen to take over 40 s: the timeout only
+ * guards against a hang.
+ */
+const CORPUS_TIMEOUT = 150_000
 import { startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
@@ -503,7 +510,7 @@ describe("the traversal corpus", () => {
       await send("DELETE", `/api/sessions/attacker/file?path=${q(p)}`)
     })
     plantLinks()
-  }, 30_000)
+  }, CORPUS_TIMEOUT)
 
   it("session ids: every endpoint that takes one", async () => {
     await pool(rawIds, 4, async (id) => {
@@ -533,7 +540,7 @@ describe("the traversal corpus", () => {
     // Reserved names are refused with 400.
     for (const id of ["sessions.json", "profile.md", "tenants"])
       expect((await send("POST", "/api/sessions", { id, concept: "reserved" })).status).toBe(400)
-  }, 30_000)
+  }, CORPUS_TIMEOUT)
 
   it("context-preview queries and chat references name only what the session may read", async () => {
     plantLinks()
@@ -563,7 +570,7 @@ describe("the traversal corpus", () => {
       `/api/session/attacker/context-preview?query=${q("[link-profile.md:1:2]")}`
     )
     expect(inside.status).toBe(200)
-  }, 40_000)
+  }, CORPUS_TIMEOUT)
 
   it("the model's tools: read_file, write_file, list_files, search and read_block", async () => {
     const control = [
@@ -625,7 +632,7 @@ describe("the traversal corpus", () => {
       expect(existsSync(join(data, session, "context-config.json"))).toBe(false)
       expect(existsSync(join(data, session, "tool-results", "x.json"))).toBe(false)
     }
-  }, 40_000)
+  }, CORPUS_TIMEOUT)
 
   it("every manifest field that names a file", async () => {
     plantLinks()
@@ -690,7 +697,7 @@ describe("the traversal corpus", () => {
     }
     await writeManifest("attacker", { systemPrompt: [{ type: "global", file: "system-prompt.md" }] })
     expect((await send("GET", "/api/session/attacker/context-preview")).status).toBe(200)
-  }, 40_000)
+  }, CORPUS_TIMEOUT)
 
   it("a session whose manifest, history and tool results are links out of the data root", async () => {
     const from = exchanges.length
@@ -735,7 +742,7 @@ describe("the traversal corpus", () => {
     for (const e of exchanges.slice(from)) hijacked.add(e)
     expect.soft(serverErrorsIn([...hijacked])).toEqual([])
     expect.soft(internalEventsIn([...hijacked])).toEqual([])
-  }, 30_000)
+  }, CORPUS_TIMEOUT)
   it("/v1/compile takes files and a manifest in the body and never reads the disk", async () => {
     const fields: ReadonlyArray<(p: string) => Record<string, unknown>> = [
       (p) => ({
@@ -763,7 +770,7 @@ describe("the traversal corpus", () => {
       }))
     )
     await pool(bodies, 8, (body) => send("POST", "/v1/compile", body))
-  }, 30_000)
+  }, CORPUS_TIMEOUT)
 
   it("symlinks swapped during requests never lead a read or a write out", async () => {
     const s = join(data, "attacker")
@@ -798,7 +805,7 @@ describe("the traversal corpus", () => {
     })
     stop = true
     await swapper
-  }, 30_000)
+  }, CORPUS_TIMEOUT)
 
   it("read and wrote nothing outside what the session may touch, and never answered 5xx", () => {
     expect(exchanges.length).toBeGreaterThan(2000)
