@@ -26,6 +26,7 @@ import { homedir, tmpdir } from "node:os"
 import { isAbsolute, join, relative, resolve, sep } from "node:path"
 import type { Reply } from "@ctxo/agent/FakeUpstream"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startGateway } from "./harness.ts"
 
 /**
  * Each corpus test sends hundreds of requests; alone they take 2-12 s. Under CI's parallel load (every
@@ -33,7 +34,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
  * guards against a hang.
  */
 const CORPUS_TIMEOUT = 150_000
-import { startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -472,340 +472,381 @@ afterAll(async () => {
 })
 
 describe("the traversal corpus", () => {
-  it("files API: read, write, delete, list and blocks of the session", async () => {
-    plantLinks()
-    await pool(paths(), 8, async (p) => {
-      await send("GET", `/api/sessions/attacker/file?path=${q(p)}`)
-      await send("GET", `/api/sessions/attacker/file?path=${q(p)}&startLine=1&endLine=2`)
-      await send("GET", `/api/sessions/attacker/blocks?path=${q(p)}`)
-    })
-    const list = await send("GET", "/api/sessions/attacker/files")
-    expect(list.status).toBe(200)
-    const listed = (JSON.parse(list.body) as Array<{ path: string }>).map((f) => f.path)
-    // Links are listed when they lead where the session may read, never out.
-    expect(listed).toEqual(expect.arrayContaining(["own.md", "link-own.md", "link-profile.md"]))
-    for (const out of [
-      "link-out.md",
-      "link-abs-out.md",
-      "link-victim-msg.json",
-      "link-index.json",
-      "link-chain.md"
-    ])
-      expect(listed).not.toContain(out)
-    expect(listed.some((p) => p.startsWith("link-victim/") || p.startsWith("link-outdir/"))).toBe(false)
-    // A link in is followed: a global file and the session's own file.
-    const profile = await send("GET", "/api/sessions/attacker/file?path=link-profile.md")
-    expect(profile.status).toBe(200)
-    expect(JSON.parse(profile.body).content).toBe(readFileSync(join(data, "profile.md"), "utf8"))
-    for (const p of ["link-out.md", "link-victim/secret.md", "link-index.json", "../victim/secret.md"])
-      expect((await send("GET", `/api/sessions/attacker/file?path=${q(p)}`)).status).toBe(400)
-
-    await pool(paths(), 8, async (p) => {
-      await send("PUT", `/api/sessions/attacker/file?path=${q(p)}`, {
-        content: `written to ${p.slice(0, 40)}\n`
+  it(
+    "files API: read, write, delete, list and blocks of the session",
+    async () => {
+      plantLinks()
+      await pool(paths(), 8, async (p) => {
+        await send("GET", `/api/sessions/attacker/file?path=${q(p)}`)
+        await send("GET", `/api/sessions/attacker/file?path=${q(p)}&startLine=1&endLine=2`)
+        await send("GET", `/api/sessions/attacker/blocks?path=${q(p)}`)
       })
-    })
-    plantLinks()
-    await pool(paths(), 8, async (p) => {
-      await send("DELETE", `/api/sessions/attacker/file?path=${q(p)}`)
-    })
-    plantLinks()
-  }, CORPUS_TIMEOUT)
+      const list = await send("GET", "/api/sessions/attacker/files")
+      expect(list.status).toBe(200)
+      const listed = (JSON.parse(list.body) as Array<{ path: string }>).map((f) => f.path)
+      // Links are listed when they lead where the session may read, never out.
+      expect(listed).toEqual(expect.arrayContaining(["own.md", "link-own.md", "link-profile.md"]))
+      for (const out of [
+        "link-out.md",
+        "link-abs-out.md",
+        "link-victim-msg.json",
+        "link-index.json",
+        "link-chain.md"
+      ])
+        expect(listed).not.toContain(out)
+      expect(listed.some((p) => p.startsWith("link-victim/") || p.startsWith("link-outdir/"))).toBe(false)
+      // A link in is followed: a global file and the session's own file.
+      const profile = await send("GET", "/api/sessions/attacker/file?path=link-profile.md")
+      expect(profile.status).toBe(200)
+      expect(JSON.parse(profile.body).content).toBe(readFileSync(join(data, "profile.md"), "utf8"))
+      for (const p of ["link-out.md", "link-victim/secret.md", "link-index.json", "../victim/secret.md"])
+        expect((await send("GET", `/api/sessions/attacker/file?path=${q(p)}`)).status).toBe(400)
 
-  it("session ids: every endpoint that takes one", async () => {
-    await pool(rawIds, 4, async (id) => {
-      await send("GET", `/api/sessions/${id}`)
-      await send("GET", `/api/sessions/${id}/files`)
-      await send("GET", `/api/sessions/${id}/file?path=secret.md`)
-      await send("GET", `/api/sessions/${id}/file?path=messages.json`)
-      await send("GET", `/api/sessions/${id}/file?path=x%2Fsecret.md`)
-      await send("GET", `/api/sessions/${id}/blocks?path=secret.md`)
-      await send("PUT", `/api/sessions/${id}/file?path=pwned.md`, { content: "pwned\n" })
-      await send("DELETE", `/api/sessions/${id}/file?path=secret.md`)
-      await send("GET", `/api/sessions/${id}/config`)
-      await send("PUT", `/api/sessions/${id}/config`, { policy: "notebook" })
-      await send("GET", `/api/session/${id}/context-preview`)
-      await send("GET", `/api/sessions/${id}/recording`)
-      await send("POST", `/api/session/${id}/chat`, { message: "hello" })
-      await send("DELETE", `/api/sessions/${id}`)
-    })
-    await pool(decodedIds(), 4, async (id) => {
-      const created = await send("POST", "/api/sessions", { id, concept: "reserved" })
-      expect(created.status, `create ${JSON.stringify(id)}`).toBeGreaterThanOrEqual(400)
-      expect(created.status, `create ${JSON.stringify(id)}`).toBeLessThan(500)
-      const message = { model: "gpt-4o", messages: [{ role: "user", content: "hello" }] }
-      await send("POST", "/v1/chat/completions", message, { "x-ctxo-session": encodeURIComponent(id) })
-      await send("POST", "/v1/chat/completions", { ...message, metadata: { session_id: id } })
-    })
-    // Reserved names are refused with 400.
-    for (const id of ["sessions.json", "profile.md", "tenants"])
-      expect((await send("POST", "/api/sessions", { id, concept: "reserved" })).status).toBe(400)
-  }, CORPUS_TIMEOUT)
-
-  it("context-preview queries and chat references name only what the session may read", async () => {
-    plantLinks()
-    await writeManifest("attacker", { policy: "notebook" })
-    await pool(paths(), 6, async (p) => {
-      await send("GET", `/api/session/attacker/context-preview?query=${q(`[${p}:1:2]`)}`)
-      await send("GET", `/api/session/attacker/context-preview?query=${q(`[${p}#Block]`)}`)
-      await send("GET", `/api/session/attacker/context-preview?query=${q(`explain @${p}`)}`)
-    })
-    // Chats run one at a time per session: four sessions (alike) take the corpus side by side.
-    let next = 0
-    await Promise.all(
-      manifestSessions.map(async (session) => {
-        while (next < paths().length) {
-          const p = paths()[next++]!
-          const chat = await send("POST", `/api/session/${session}/chat`, {
-            message: "look",
-            references: [p, `[${p}:1:2]`, { path: p, startLine: 1, endLine: 2 }, { path: p, block: "Block" }]
-          })
-          expect(chat.status, chat.what).toBeLessThan(500)
-        }
+      await pool(paths(), 8, async (p) => {
+        await send("PUT", `/api/sessions/attacker/file?path=${q(p)}`, {
+          content: `written to ${p.slice(0, 40)}\n`
+        })
       })
-    )
-    // A reference that leads in is read.
-    const inside = await send(
-      "GET",
-      `/api/session/attacker/context-preview?query=${q("[link-profile.md:1:2]")}`
-    )
-    expect(inside.status).toBe(200)
-  }, CORPUS_TIMEOUT)
+      plantLinks()
+      await pool(paths(), 8, async (p) => {
+        await send("DELETE", `/api/sessions/attacker/file?path=${q(p)}`)
+      })
+      plantLinks()
+    },
+    CORPUS_TIMEOUT
+  )
 
-  it("the model's tools: read_file, write_file, list_files, search and read_block", async () => {
-    const control = [
-      "context-config.json",
-      "messages.json",
-      "tool-results/x.json",
-      "tool-results",
-      "./context-config.json"
-    ]
-    const calls: Record<string, (p: string) => unknown> = {
-      read_file: (p) => ({ path: p }),
-      write_file: (p) => ({ path: p, content: `model wrote ${p.slice(0, 40)}\n` }),
-      list_files: (p) => ({ dir: p }),
-      search: (p) => ({ pattern: "SECRET", path: p }),
-      read_block: (p) => ({ file: p, blockId: "Block" })
-    }
-    // The five turns run side by side, one session each; a turn runs whichever scripted list of
-    // calls its first request takes (the sessions are alike), then the local model's answer.
-    const corpora = Object.entries(calls).map(([name, args]) => {
-      const corpus = name === "write_file" ? [...paths(), ...control] : paths()
-      return { name, corpus, calls: corpus.map((p, i) => ({ id: `${name}-${i}`, name, arguments: args(p) })) }
-    })
-    gw.upstream.script(...corpora.map((c): Reply => ({ type: "tool_calls", calls: c.calls })))
-    const turns = await Promise.all(
-      toolSessions.map((session) =>
-        send("POST", `/api/session/${session}/chat`, { message: "use the tools" })
+  it(
+    "session ids: every endpoint that takes one",
+    async () => {
+      await pool(rawIds, 4, async (id) => {
+        await send("GET", `/api/sessions/${id}`)
+        await send("GET", `/api/sessions/${id}/files`)
+        await send("GET", `/api/sessions/${id}/file?path=secret.md`)
+        await send("GET", `/api/sessions/${id}/file?path=messages.json`)
+        await send("GET", `/api/sessions/${id}/file?path=x%2Fsecret.md`)
+        await send("GET", `/api/sessions/${id}/blocks?path=secret.md`)
+        await send("PUT", `/api/sessions/${id}/file?path=pwned.md`, { content: "pwned\n" })
+        await send("DELETE", `/api/sessions/${id}/file?path=secret.md`)
+        await send("GET", `/api/sessions/${id}/config`)
+        await send("PUT", `/api/sessions/${id}/config`, { policy: "notebook" })
+        await send("GET", `/api/session/${id}/context-preview`)
+        await send("GET", `/api/sessions/${id}/recording`)
+        await send("POST", `/api/session/${id}/chat`, { message: "hello" })
+        await send("DELETE", `/api/sessions/${id}`)
+      })
+      await pool(decodedIds(), 4, async (id) => {
+        const created = await send("POST", "/api/sessions", { id, concept: "reserved" })
+        expect(created.status, `create ${JSON.stringify(id)}`).toBeGreaterThanOrEqual(400)
+        expect(created.status, `create ${JSON.stringify(id)}`).toBeLessThan(500)
+        const message = { model: "gpt-4o", messages: [{ role: "user", content: "hello" }] }
+        await send("POST", "/v1/chat/completions", message, { "x-ctxo-session": encodeURIComponent(id) })
+        await send("POST", "/v1/chat/completions", { ...message, metadata: { session_id: id } })
+      })
+      // Reserved names are refused with 400.
+      for (const id of ["sessions.json", "profile.md", "tenants"])
+        expect((await send("POST", "/api/sessions", { id, concept: "reserved" })).status).toBe(400)
+    },
+    CORPUS_TIMEOUT
+  )
+
+  it(
+    "context-preview queries and chat references name only what the session may read",
+    async () => {
+      plantLinks()
+      await writeManifest("attacker", { policy: "notebook" })
+      await pool(paths(), 6, async (p) => {
+        await send("GET", `/api/session/attacker/context-preview?query=${q(`[${p}:1:2]`)}`)
+        await send("GET", `/api/session/attacker/context-preview?query=${q(`[${p}#Block]`)}`)
+        await send("GET", `/api/session/attacker/context-preview?query=${q(`explain @${p}`)}`)
+      })
+      // Chats run one at a time per session: four sessions (alike) take the corpus side by side.
+      let next = 0
+      await Promise.all(
+        manifestSessions.map(async (session) => {
+          while (next < paths().length) {
+            const p = paths()[next++]!
+            const chat = await send("POST", `/api/session/${session}/chat`, {
+              message: "look",
+              references: [
+                p,
+                `[${p}:1:2]`,
+                { path: p, startLine: 1, endLine: 2 },
+                { path: p, block: "Block" }
+              ]
+            })
+            expect(chat.status, chat.what).toBeLessThan(500)
+          }
+        })
       )
-    )
-    const results = new Map<string, unknown>()
-    for (const turn of turns) {
-      expect(turn.status).toBe(200)
-      expect(turn.body).toContain("event: done")
-      for (const [id, result] of toolResults(turn.body)) results.set(id, result)
-    }
-    expect(results.size).toBe(corpora.reduce((n, c) => n + c.calls.length, 0))
-    // The session's control files are not the model's to write (no agent.writeControlFiles).
-    for (const file of control)
-      expect(results.get(`write_file-${paths().length + control.indexOf(file)}`), file).toMatchObject({
-        status: "error",
-        error: { code: "PathRefused" }
-      })
-    // A link that leads in is read.
-    expect(results.get(`read_file-${paths().indexOf("link-profile.md")}`)).toMatchObject({
-      status: "success"
-    })
-    for (const session of toolSessions) plantLinks(session)
-    // One search over everything: only the session's own files (and the globals it links to).
-    gw.upstream.script(
-      {
-        type: "tool_calls",
-        calls: [{ id: "all", name: "search", arguments: { pattern: "SECRET|own text" } }]
-      },
-      { type: "text", text: "done" }
-    )
-    const all = await send("POST", "/api/session/tools-1/chat", { message: "search all" })
-    expect(all.body).toContain("own text")
-    // The control files stayed the gateway's.
-    for (const session of toolSessions) {
-      expect(existsSync(join(data, session, "context-config.json"))).toBe(false)
-      expect(existsSync(join(data, session, "tool-results", "x.json"))).toBe(false)
-    }
-  }, CORPUS_TIMEOUT)
+      // A reference that leads in is read.
+      const inside = await send(
+        "GET",
+        `/api/session/attacker/context-preview?query=${q("[link-profile.md:1:2]")}`
+      )
+      expect(inside.status).toBe(200)
+    },
+    CORPUS_TIMEOUT
+  )
 
-  it("every manifest field that names a file", async () => {
-    plantLinks()
-    const fields: Record<string, (p: string) => Record<string, unknown>> = {
-      systemPromptGlobal: (p) => ({ systemPrompt: [{ type: "global", file: p }] }),
-      systemPromptSession: (p) => ({ systemPrompt: [{ type: "session", file: p }] }),
-      profile: (p) => ({ profile: p, profileBlocks: ["Block"] }),
-      profileBlocks: (p) => ({ profile: "profile.md", profileBlocks: [p, `${p}/Block`] }),
-      referencesInline: (p) => ({ references: [`[${p}:1:2]`, `[${p}#Block]`] }),
-      referencesLines: (p) => ({ references: [{ path: p, startLine: 1, endLine: 2 }] }),
-      referencesBlock: (p) => ({ references: [{ path: p, block: "Block" }] }),
-      knowledge: (p) => ({
-        knowledge: [{ path: p }, { path: p, block: "Block" }],
-        process: { knowledge: true }
-      }),
-      knowledgeGlob: (p) => ({
-        knowledge: [{ path: `${p}/*` }, { path: `${p}/**` }],
-        process: { knowledge: true }
-      }),
-      todo: (p) => ({ todo: p }),
-      tree: (p) => ({ tree: { file: p, node: "n1" } }),
-      sources: (p) => ({ sources: { leak__context: { file: p } } }),
-      chatHistory: (p) => ({ chatHistory: { source: p } })
-    }
-    const manifests = Object.entries(fields).flatMap(([field, of]) =>
-      paths().map((p) => ({ field, p, manifest: { policy: "notebook", ...of(p) } }))
-    )
-    // Four sessions compile side by side (each its own manifest).
-    let i = 0
-    const previews = new Map<string, number>()
-    await Promise.all(
-      manifestSessions.map(async (w) => {
-        while (i < manifests.length) {
-          const { field, p, manifest } = manifests[i++]!
-          const put = await send("PUT", `/api/sessions/${w}/config`, manifest)
-          expect(put.status, put.what).toBe(200)
-          previews.set(`${field} ${p}`, (await send("GET", `/api/session/${w}/context-preview`)).status)
-          if ("systemPrompt" in manifest) await send("GET", `/api/sessions/${w}/recording`)
+  it(
+    "the model's tools: read_file, write_file, list_files, search and read_block",
+    async () => {
+      const control = [
+        "context-config.json",
+        "messages.json",
+        "tool-results/x.json",
+        "tool-results",
+        "./context-config.json"
+      ]
+      const calls: Record<string, (p: string) => unknown> = {
+        read_file: (p) => ({ path: p }),
+        write_file: (p) => ({ path: p, content: `model wrote ${p.slice(0, 40)}\n` }),
+        list_files: (p) => ({ dir: p }),
+        search: (p) => ({ pattern: "SECRET", path: p }),
+        read_block: (p) => ({ file: p, blockId: "Block" })
+      }
+      // The five turns run side by side, one session each; a turn runs whichever scripted list of
+      // calls its first request takes (the sessions are alike), then the local model's answer.
+      const corpora = Object.entries(calls).map(([name, args]) => {
+        const corpus = name === "write_file" ? [...paths(), ...control] : paths()
+        return {
+          name,
+          corpus,
+          calls: corpus.map((p, i) => ({ id: `${name}-${i}`, name, arguments: args(p) }))
         }
       })
-    )
-    // What the session may read resolves (the corpus is not refused wholesale).
-    for (const key of [
-      "systemPromptSession own.md",
-      "referencesLines own.md",
-      "referencesBlock link-own.md",
-      "sources link-profile.md",
-      "systemPromptGlobal profile.md"
-    ])
-      expect(previews.get(key), key).toBe(200)
-    // Global system prompts name files at the top of the root only, links out of it refused.
-    for (const file of [
-      "global-out.md",
-      "global-victim.md",
-      "global-tenant.md",
-      "global-index.md",
-      "global-hidden.md"
-    ]) {
-      await writeManifest("attacker", { systemPrompt: [{ type: "global", file }] })
-      const preview = await send("GET", "/api/session/attacker/context-preview")
-      expect(preview.status, file).toBe(422)
-    }
-    await writeManifest("attacker", { systemPrompt: [{ type: "global", file: "system-prompt.md" }] })
-    expect((await send("GET", "/api/session/attacker/context-preview")).status).toBe(200)
-  }, CORPUS_TIMEOUT)
-
-  it("a session whose manifest, history and tool results are links out of the data root", async () => {
-    const from = exchanges.length
-    const s = "hijack"
-    const v1 = { model: "gpt-4o", messages: [{ role: "user", content: "hello" }] }
-    const everything = async () => {
-      await send("GET", `/api/sessions/${s}/config`)
-      await send("GET", `/api/session/${s}/context-preview`)
-      await send("GET", `/api/sessions/${s}/recording`)
-      await send("GET", `/api/sessions/${s}/files`)
-      for (const file of ["messages.json", "context-config.json", "tool-results/x.json"]) {
-        await send("GET", `/api/sessions/${s}/file?path=${q(file)}`)
-        await send("GET", `/api/sessions/${s}/blocks?path=${q(file)}`)
-        await send("PUT", `/api/sessions/${s}/file?path=${q(file)}`, { content: "{}" })
+      gw.upstream.script(...corpora.map((c): Reply => ({ type: "tool_calls", calls: c.calls })))
+      const turns = await Promise.all(
+        toolSessions.map((session) =>
+          send("POST", `/api/session/${session}/chat`, { message: "use the tools" })
+        )
+      )
+      const results = new Map<string, unknown>()
+      for (const turn of turns) {
+        expect(turn.status).toBe(200)
+        expect(turn.body).toContain("event: done")
+        for (const [id, result] of toolResults(turn.body)) results.set(id, result)
       }
-    }
-    // The manifest leads out: refused everywhere, before anything reaches the model.
-    await everything()
-    const before = gw.upstream.requests.length
-    await send("POST", `/api/session/${s}/chat`, { message: "hello" })
-    await send("POST", "/v1/chat/completions", v1, { "x-ctxo-session": s })
-    expect(gw.upstream.requests.length).toBe(before)
-    // The history leads out.
-    rmSync(join(data, s, "context-config.json"))
-    await everything()
-    await send("POST", `/api/session/${s}/chat`, { message: "hello" })
-    await send("POST", "/v1/chat/completions", v1, { "x-ctxo-session": s })
-    await send("POST", "/v1/chat/completions", { ...v1, stream: true }, { "x-ctxo-session": s })
-    expect(gw.upstream.requests.length).toBe(before)
-    // The tool results lead out: a long result is kept nowhere outside.
-    rmSync(join(data, s, "messages.json"))
-    writeFileSync(join(data, s, "big.md"), `# Big\n${"a line of the hijacked session\n".repeat(4000)}`)
-    gw.upstream.script(
-      { type: "tool_calls", calls: [{ id: "big", name: "read_file", arguments: { path: "big.md" } }] },
-      { type: "text", text: "done" }
-    )
-    const turn = await send("POST", `/api/session/${s}/chat`, { message: "read the big file" })
-    expect(turn.body).toContain('"tool-call"')
-    await everything()
-    expect(readdirSync(join(outside, "tool-results"))).toEqual([])
-    // Refused, named, and never a server error.
-    for (const e of exchanges.slice(from)) hijacked.add(e)
-    expect.soft(serverErrorsIn([...hijacked])).toEqual([])
-    expect.soft(internalEventsIn([...hijacked])).toEqual([])
-  }, CORPUS_TIMEOUT)
-  it("/v1/compile takes files and a manifest in the body and never reads the disk", async () => {
-    const fields: ReadonlyArray<(p: string) => Record<string, unknown>> = [
-      (p) => ({
-        systemPrompt: [
-          { type: "global", file: p },
-          { type: "session", file: p }
-        ]
-      }),
-      (p) => ({ profile: p, profileBlocks: ["Block"] }),
-      (p) => ({
-        references: [`[${p}:1:2]`, { path: p, startLine: 1, endLine: 1 }, { path: p, block: "Block" }]
-      }),
-      (p) => ({ knowledge: [{ path: p }, { path: `${p}/*` }], process: { knowledge: true } }),
-      (p) => ({ todo: p }),
-      (p) => ({ tree: { file: p, node: "n1" } }),
-      (p) => ({ sources: { leak__context: { file: p } } }),
-      (p) => ({ chatHistory: { source: p } })
-    ]
-    const bodies = paths().flatMap((p) =>
-      fields.map((of) => ({
-        manifest: of(p),
-        files: { [p]: "# File\n\n## Block\nfrom the body\n", "own.md": "# Own\n" },
-        globalFiles: { [p]: "# Global\n", "profile.md": "# Profile\n\n## Block\nx\n" },
-        query: `[${p}:1:1]`
-      }))
-    )
-    await pool(bodies, 8, (body) => send("POST", "/v1/compile", body))
-  }, CORPUS_TIMEOUT)
+      expect(results.size).toBe(corpora.reduce((n, c) => n + c.calls.length, 0))
+      // The session's control files are not the model's to write (no agent.writeControlFiles).
+      for (const file of control)
+        expect(results.get(`write_file-${paths().length + control.indexOf(file)}`), file).toMatchObject({
+          status: "error",
+          error: { code: "PathRefused" }
+        })
+      // A link that leads in is read.
+      expect(results.get(`read_file-${paths().indexOf("link-profile.md")}`)).toMatchObject({
+        status: "success"
+      })
+      for (const session of toolSessions) plantLinks(session)
+      // One search over everything: only the session's own files (and the globals it links to).
+      gw.upstream.script(
+        {
+          type: "tool_calls",
+          calls: [{ id: "all", name: "search", arguments: { pattern: "SECRET|own text" } }]
+        },
+        { type: "text", text: "done" }
+      )
+      const all = await send("POST", "/api/session/tools-1/chat", { message: "search all" })
+      expect(all.body).toContain("own text")
+      // The control files stayed the gateway's.
+      for (const session of toolSessions) {
+        expect(existsSync(join(data, session, "context-config.json"))).toBe(false)
+        expect(existsSync(join(data, session, "tool-results", "x.json"))).toBe(false)
+      }
+    },
+    CORPUS_TIMEOUT
+  )
 
-  it("symlinks swapped during requests never lead a read or a write out", async () => {
-    const s = join(data, "attacker")
-    writeFileSync(join(s, "race-in.md"), "# In\nrace inside\n")
-    mkdirSync(join(s, "race-dir-in"), { recursive: true })
-    let stop = false
-    const swapper = (async () => {
-      // A link put in place atomically (rename over the old one); a write may have made the
-      // name a directory meanwhile (it is the session's own then), which goes first.
-      const swap = (name: string, target: string) => {
-        const temp = join(s, `.swap-${name}`)
-        rmSync(temp, { force: true })
-        symlinkSync(target, temp)
-        try {
-          renameSync(temp, join(s, name))
-        } catch {
-          rmSync(join(s, name), { recursive: true, force: true })
+  it(
+    "every manifest field that names a file",
+    async () => {
+      plantLinks()
+      const fields: Record<string, (p: string) => Record<string, unknown>> = {
+        systemPromptGlobal: (p) => ({ systemPrompt: [{ type: "global", file: p }] }),
+        systemPromptSession: (p) => ({ systemPrompt: [{ type: "session", file: p }] }),
+        profile: (p) => ({ profile: p, profileBlocks: ["Block"] }),
+        profileBlocks: (p) => ({ profile: "profile.md", profileBlocks: [p, `${p}/Block`] }),
+        referencesInline: (p) => ({ references: [`[${p}:1:2]`, `[${p}#Block]`] }),
+        referencesLines: (p) => ({ references: [{ path: p, startLine: 1, endLine: 2 }] }),
+        referencesBlock: (p) => ({ references: [{ path: p, block: "Block" }] }),
+        knowledge: (p) => ({
+          knowledge: [{ path: p }, { path: p, block: "Block" }],
+          process: { knowledge: true }
+        }),
+        knowledgeGlob: (p) => ({
+          knowledge: [{ path: `${p}/*` }, { path: `${p}/**` }],
+          process: { knowledge: true }
+        }),
+        todo: (p) => ({ todo: p }),
+        tree: (p) => ({ tree: { file: p, node: "n1" } }),
+        sources: (p) => ({ sources: { leak__context: { file: p } } }),
+        chatHistory: (p) => ({ chatHistory: { source: p } })
+      }
+      const manifests = Object.entries(fields).flatMap(([field, of]) =>
+        paths().map((p) => ({ field, p, manifest: { policy: "notebook", ...of(p) } }))
+      )
+      // Four sessions compile side by side (each its own manifest).
+      let i = 0
+      const previews = new Map<string, number>()
+      await Promise.all(
+        manifestSessions.map(async (w) => {
+          while (i < manifests.length) {
+            const { field, p, manifest } = manifests[i++]!
+            const put = await send("PUT", `/api/sessions/${w}/config`, manifest)
+            expect(put.status, put.what).toBe(200)
+            previews.set(`${field} ${p}`, (await send("GET", `/api/session/${w}/context-preview`)).status)
+            if ("systemPrompt" in manifest) await send("GET", `/api/sessions/${w}/recording`)
+          }
+        })
+      )
+      // What the session may read resolves (the corpus is not refused wholesale).
+      for (const key of [
+        "systemPromptSession own.md",
+        "referencesLines own.md",
+        "referencesBlock link-own.md",
+        "sources link-profile.md",
+        "systemPromptGlobal profile.md"
+      ])
+        expect(previews.get(key), key).toBe(200)
+      // Global system prompts name files at the top of the root only, links out of it refused.
+      for (const file of [
+        "global-out.md",
+        "global-victim.md",
+        "global-tenant.md",
+        "global-index.md",
+        "global-hidden.md"
+      ]) {
+        await writeManifest("attacker", { systemPrompt: [{ type: "global", file }] })
+        const preview = await send("GET", "/api/session/attacker/context-preview")
+        expect(preview.status, file).toBe(422)
+      }
+      await writeManifest("attacker", { systemPrompt: [{ type: "global", file: "system-prompt.md" }] })
+      expect((await send("GET", "/api/session/attacker/context-preview")).status).toBe(200)
+    },
+    CORPUS_TIMEOUT
+  )
+
+  it(
+    "a session whose manifest, history and tool results are links out of the data root",
+    async () => {
+      const from = exchanges.length
+      const s = "hijack"
+      const v1 = { model: "gpt-4o", messages: [{ role: "user", content: "hello" }] }
+      const everything = async () => {
+        await send("GET", `/api/sessions/${s}/config`)
+        await send("GET", `/api/session/${s}/context-preview`)
+        await send("GET", `/api/sessions/${s}/recording`)
+        await send("GET", `/api/sessions/${s}/files`)
+        for (const file of ["messages.json", "context-config.json", "tool-results/x.json"]) {
+          await send("GET", `/api/sessions/${s}/file?path=${q(file)}`)
+          await send("GET", `/api/sessions/${s}/blocks?path=${q(file)}`)
+          await send("PUT", `/api/sessions/${s}/file?path=${q(file)}`, { content: "{}" })
+        }
+      }
+      // The manifest leads out: refused everywhere, before anything reaches the model.
+      await everything()
+      const before = gw.upstream.requests.length
+      await send("POST", `/api/session/${s}/chat`, { message: "hello" })
+      await send("POST", "/v1/chat/completions", v1, { "x-ctxo-session": s })
+      expect(gw.upstream.requests.length).toBe(before)
+      // The history leads out.
+      rmSync(join(data, s, "context-config.json"))
+      await everything()
+      await send("POST", `/api/session/${s}/chat`, { message: "hello" })
+      await send("POST", "/v1/chat/completions", v1, { "x-ctxo-session": s })
+      await send("POST", "/v1/chat/completions", { ...v1, stream: true }, { "x-ctxo-session": s })
+      expect(gw.upstream.requests.length).toBe(before)
+      // The tool results lead out: a long result is kept nowhere outside.
+      rmSync(join(data, s, "messages.json"))
+      writeFileSync(join(data, s, "big.md"), `# Big\n${"a line of the hijacked session\n".repeat(4000)}`)
+      gw.upstream.script(
+        { type: "tool_calls", calls: [{ id: "big", name: "read_file", arguments: { path: "big.md" } }] },
+        { type: "text", text: "done" }
+      )
+      const turn = await send("POST", `/api/session/${s}/chat`, { message: "read the big file" })
+      expect(turn.body).toContain('"tool-call"')
+      await everything()
+      expect(readdirSync(join(outside, "tool-results"))).toEqual([])
+      // Refused, named, and never a server error.
+      for (const e of exchanges.slice(from)) hijacked.add(e)
+      expect.soft(serverErrorsIn([...hijacked])).toEqual([])
+      expect.soft(internalEventsIn([...hijacked])).toEqual([])
+    },
+    CORPUS_TIMEOUT
+  )
+  it(
+    "/v1/compile takes files and a manifest in the body and never reads the disk",
+    async () => {
+      const fields: ReadonlyArray<(p: string) => Record<string, unknown>> = [
+        (p) => ({
+          systemPrompt: [
+            { type: "global", file: p },
+            { type: "session", file: p }
+          ]
+        }),
+        (p) => ({ profile: p, profileBlocks: ["Block"] }),
+        (p) => ({
+          references: [`[${p}:1:2]`, { path: p, startLine: 1, endLine: 1 }, { path: p, block: "Block" }]
+        }),
+        (p) => ({ knowledge: [{ path: p }, { path: `${p}/*` }], process: { knowledge: true } }),
+        (p) => ({ todo: p }),
+        (p) => ({ tree: { file: p, node: "n1" } }),
+        (p) => ({ sources: { leak__context: { file: p } } }),
+        (p) => ({ chatHistory: { source: p } })
+      ]
+      const bodies = paths().flatMap((p) =>
+        fields.map((of) => ({
+          manifest: of(p),
+          files: { [p]: "# File\n\n## Block\nfrom the body\n", "own.md": "# Own\n" },
+          globalFiles: { [p]: "# Global\n", "profile.md": "# Profile\n\n## Block\nx\n" },
+          query: `[${p}:1:1]`
+        }))
+      )
+      await pool(bodies, 8, (body) => send("POST", "/v1/compile", body))
+    },
+    CORPUS_TIMEOUT
+  )
+
+  it(
+    "symlinks swapped during requests never lead a read or a write out",
+    async () => {
+      const s = join(data, "attacker")
+      writeFileSync(join(s, "race-in.md"), "# In\nrace inside\n")
+      mkdirSync(join(s, "race-dir-in"), { recursive: true })
+      let stop = false
+      const swapper = (async () => {
+        // A link put in place atomically (rename over the old one); a write may have made the
+        // name a directory meanwhile (it is the session's own then), which goes first.
+        const swap = (name: string, target: string) => {
+          const temp = join(s, `.swap-${name}`)
           rmSync(temp, { force: true })
+          symlinkSync(target, temp)
+          try {
+            renameSync(temp, join(s, name))
+          } catch {
+            rmSync(join(s, name), { recursive: true, force: true })
+            rmSync(temp, { force: true })
+          }
         }
-      }
-      for (let n = 0; !stop; n++) {
-        swap("race.md", n % 2 === 0 ? "race-in.md" : join(outside, "secret.md"))
-        swap("race-dir", n % 2 === 0 ? "race-dir-in" : join(outside, "dir"))
-        await new Promise((r) => setImmediate(r))
-      }
-    })()
-    const rounds = Array.from({ length: 150 }, (_, n) => n)
-    await pool(rounds, 6, async (n) => {
-      await send("GET", "/api/sessions/attacker/file?path=race.md")
-      await send("PUT", `/api/sessions/attacker/file?path=race-dir%2Fw${n % 7}.md`, { content: "raced\n" })
-      await send("GET", "/api/sessions/attacker/file?path=race-dir%2Fsecret.md")
-    })
-    stop = true
-    await swapper
-  }, CORPUS_TIMEOUT)
+        for (let n = 0; !stop; n++) {
+          swap("race.md", n % 2 === 0 ? "race-in.md" : join(outside, "secret.md"))
+          swap("race-dir", n % 2 === 0 ? "race-dir-in" : join(outside, "dir"))
+          await new Promise((r) => setImmediate(r))
+        }
+      })()
+      const rounds = Array.from({ length: 150 }, (_, n) => n)
+      await pool(rounds, 6, async (n) => {
+        await send("GET", "/api/sessions/attacker/file?path=race.md")
+        await send("PUT", `/api/sessions/attacker/file?path=race-dir%2Fw${n % 7}.md`, { content: "raced\n" })
+        await send("GET", "/api/sessions/attacker/file?path=race-dir%2Fsecret.md")
+      })
+      stop = true
+      await swapper
+    },
+    CORPUS_TIMEOUT
+  )
 
   it("read and wrote nothing outside what the session may touch, and never answered 5xx", () => {
     expect(exchanges.length).toBeGreaterThan(2000)
