@@ -1418,6 +1418,29 @@ export const requiredMinimum = (o: {
   )
   const messages: Array<OpenAIMessageLike> = [{ role: "system", content: o.systemPrompt.trim() }]
   if (o.rules !== undefined) messages.push({ role: "system", content: o.rules })
+  // Pinned turns are required context too (compaction never archives them, every compile shows
+  // them whole): counted as history keeps them, tool results compressed.
+  const pinned = new Set(
+    o.doc.messages
+      .filter((m) => m.meta.pinned === true && m.meta.turn !== runningTurn)
+      .map((m) => m.meta.turn)
+  )
+  for (const m of o.doc.messages) {
+    if (!pinned.has(m.meta.turn) || m.meta.archivedBy !== undefined) continue
+    if (m.role === "tool") {
+      for (const p of m.parts)
+        if (p._tag === "tool-result")
+          messages.push({
+            role: "tool",
+            content: JSON.stringify({ status: p.status, data: p.data, error: p.error })
+          })
+      continue
+    }
+    const calls = m.parts.flatMap((p) =>
+      p._tag === "tool-call" ? [{ function: { name: p.name, arguments: JSON.stringify(p.input ?? {}) } }] : []
+    )
+    messages.push({ role: m.role, content: textOf(m), ...(calls.length === 0 ? {} : { tool_calls: calls }) })
+  }
   if (!running.some((m) => m.meta.kind === "input")) messages.push({ role: "user", content: o.input })
   for (const m of running) {
     if (m.role === "tool") {
