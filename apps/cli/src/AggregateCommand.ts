@@ -6,27 +6,16 @@
  * whole answer (the request among it).
  */
 import * as Aggregate from "@ctxo/agent/Aggregate"
-import * as Memory from "@ctxo/agent/Memory"
-import * as TurnEngine from "@ctxo/agent/TurnEngine"
-import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import { DEFAULT_MODEL } from "@ctxo/compiler/Compile"
-import * as CompileCache from "@ctxo/compiler/CompileCache"
-import * as Workspace from "@ctxo/compiler/Workspace"
-import * as HistoryStore from "@ctxo/history/HistoryStore"
-import * as Summarizer from "@ctxo/history/Summarizer"
-import * as Store from "@ctxo/store/Store"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Console, Effect, Layer, Option } from "effect"
+import { Console, Effect, Option } from "effect"
 import type { Example } from "./internal/help.ts"
-import { modelsFile, registryLayer } from "./internal/models.ts"
+import { modelsFile } from "./internal/models.ts"
+import { dataOption, engineOn } from "./internal/options.ts"
 
-const data = Options.directory("data", { exists: "yes" }).pipe(
-  Options.withPseudoName("DIR"),
-  Options.withDescription(
-    "The data root: system-prompt.md, sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); pass --data fixtures/data for the example data. Only the root's memory.json is written (the sessions' L2 memories become L3); while a gateway serves the same directory, prefer its HTTP API."
-  ),
-  Options.withDefault("data")
+const data = dataOption(
+  "The data root: system-prompt.md, sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); pass --data fixtures/data for the example data. Only the root's memory.json is written (the sessions' L2 memories become L3); while a gateway serves the same directory, prefer its HTTP API."
 )
 const sessions = Options.text("sessions").pipe(
   Options.withPseudoName("ID,ID"),
@@ -58,22 +47,6 @@ const json = Options.boolean("json").pipe(
     "Print the whole answer as JSON: the request, the budget report, every block, skipped sessions."
   )
 )
-
-/** The aggregate over a data root: the turn engine (for the sessions' previews) and memory on its store. */
-const layerOn = (root: string, models: Option.Option<string>) => {
-  const base = Layer.mergeAll(
-    Workspace.layerStore,
-    HistoryStore.layerStore,
-    registryLayer(models),
-    Tokenizer.layer(),
-    TurnEngine.seamsLive,
-    // Never called: a preview compacts nothing.
-    Summarizer.layerDeterministic,
-    CompileCache.layer
-  ).pipe(Layer.provideMerge(Store.layer(root)))
-  // The engine draws on memory in each session's compile, as the gateway's does.
-  return TurnEngine.layer.pipe(Layer.provideMerge(Memory.layer()), Layer.provideMerge(base))
-}
 
 const provenanceText = (p: Aggregate.Provenance) =>
   [p.session, p.level, p.source, p.ref ?? p.unit].filter((x) => x !== undefined).join(" · ")
@@ -127,7 +100,10 @@ export const aggregateCommand = Command.make(
         ...Option.match(args.format, { onNone: () => ({}), onSome: (f) => ({ format: f }) })
       })
       yield* Console.log(args.json ? JSON.stringify(result, null, 2) : renderAggregate(result))
-    }).pipe(Effect.provide(layerOn(args.data, args.models)))
+    }).pipe(
+      // The turn engine (for the sessions' previews) and memory on the data root's store.
+      Effect.provide(engineOn(args.data, args.models))
+    )
 ).pipe(
   Command.withDescription(
     "Aggregate many sessions into one request for one agent: each session compiles the query as its next input, their blocks are merged (the same content once, with every session it came from), ranked by relevance to the query and cut, whole, to the model's budget beside the system prompt and the query. Prints the sessions, the blocks kept and dropped with their provenance, and the tokens against the budget; --json the whole answer."

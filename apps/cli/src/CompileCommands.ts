@@ -1,26 +1,16 @@
-import * as Memory from "@ctxo/agent/Memory"
 import { agentTools } from "@ctxo/agent/Tools"
 import * as TurnEngine from "@ctxo/agent/TurnEngine"
-import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import type { CompileResult } from "@ctxo/compiler/Compile"
 import { DEFAULT_MODEL } from "@ctxo/compiler/Compile"
-import * as CompileCache from "@ctxo/compiler/CompileCache"
-import * as Workspace from "@ctxo/compiler/Workspace"
-import * as HistoryStore from "@ctxo/history/HistoryStore"
-import * as Summarizer from "@ctxo/history/Summarizer"
-import * as Store from "@ctxo/store/Store"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Console, Effect, Layer, Option } from "effect"
+import { Console, Effect, Option } from "effect"
 import type { Example } from "./internal/help.ts"
-import { modelsFile, registryLayer } from "./internal/models.ts"
+import { modelsFile } from "./internal/models.ts"
+import { dataOption, engineOn } from "./internal/options.ts"
 
-const data = Options.directory("data", { exists: "yes" }).pipe(
-  Options.withPseudoName("DIR"),
-  Options.withDescription(
-    "The data root to read: profile.md, system-prompt.md, sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); pass --data fixtures/data for the example data. Nothing is written."
-  ),
-  Options.withDefault("data")
+const data = dataOption(
+  "The data root to read: profile.md, system-prompt.md, sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); pass --data fixtures/data for the example data. Nothing is written."
 )
 const session = Options.text("session").pipe(
   Options.withAlias("s"),
@@ -67,25 +57,9 @@ const run = (args: {
       ...(args.format === undefined ? {} : { format: args.format })
     })
   ).pipe(
-    Effect.provide(
-      TurnEngine.layer.pipe(
-        Layer.provideMerge(
-          Layer.mergeAll(
-            Workspace.layerStore,
-            HistoryStore.layerStore,
-            registryLayer(args.models),
-            Tokenizer.layer(),
-            TurnEngine.seamsLive,
-            // Never called: a preview compacts nothing.
-            Summarizer.layerDeterministic,
-            // A compile cache owned by the command: the same output as without one.
-            CompileCache.layer,
-            // The memory levels, a source of every compile as in the gateway (read only here).
-            Memory.layer()
-          ).pipe(Layer.provideMerge(Store.layer(args.data)))
-        )
-      )
-    )
+    // The engine as a turn compiles (memory a source of every compile, as in the gateway; a
+    // preview compacts and records nothing).
+    Effect.provide(engineOn(args.data, args.models))
   )
 
 const format = Options.choice("format", ["openai", "anthropic", "react", "json"]).pipe(

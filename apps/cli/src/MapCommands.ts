@@ -16,13 +16,10 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import { Console, Effect, Layer, Option } from "effect"
 import type { CommandHelp, Example } from "./internal/help.ts"
 import { modelsFile, registryLayer } from "./internal/models.ts"
+import { dataOption } from "./internal/options.ts"
 
-const data = Options.directory("data", { exists: "yes" }).pipe(
-  Options.withPseudoName("DIR"),
-  Options.withDescription(
-    "The data root: sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); pass --data fixtures/data for the example data. While a gateway serves the same directory, prefer its HTTP API for writes (the two processes do not share locks)."
-  ),
-  Options.withDefault("data")
+const data = dataOption(
+  "The data root: sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); pass --data fixtures/data for the example data. While a gateway serves the same directory, prefer its HTTP API for writes (the two processes do not share locks)."
 )
 const json = Options.boolean("json").pipe(
   Options.withDescription("Print the result as JSON instead of text.")

@@ -10,13 +10,10 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Data, Effect, Layer, Option } from "effect"
 import type { CommandHelp, Example } from "./internal/help.ts"
+import { dataOption } from "./internal/options.ts"
 
-const data = Options.directory("data", { exists: "yes" }).pipe(
-  Options.withPseudoName("DIR"),
-  Options.withDescription(
-    "The data root: sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); while a gateway serves it, prefer its HTTP API (the two processes do not share locks)."
-  ),
-  Options.withDefault("data")
+const data = dataOption(
+  "The data root: sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); while a gateway serves it, prefer its HTTP API (the two processes do not share locks)."
 )
 const json = Options.boolean("json").pipe(
   Options.withDescription("Print the result as JSON instead of text.")

@@ -5,30 +5,20 @@
  * the limits are `CTXO_RUN_*` or the options. Each transition prints as a line; `--json` prints the
  * run's final state (EnhancedState); a run that fails says why and exits 1.
  */
-import * as Memory from "@ctxo/agent/Memory"
 import * as ModelClient from "@ctxo/agent/ModelClient"
 import { DEFAULT_LIMITS, type RunEvent } from "@ctxo/agent/Orchestrator"
 import { runStream } from "@ctxo/agent/RunStream"
-import * as TurnEngine from "@ctxo/agent/TurnEngine"
-import * as Tokenizer from "@ctxo/budget/Tokenizer"
-import * as CompileCache from "@ctxo/compiler/CompileCache"
-import * as Workspace from "@ctxo/compiler/Workspace"
-import * as HistoryStore from "@ctxo/history/HistoryStore"
-import * as Summarizer from "@ctxo/history/Summarizer"
 import * as Store from "@ctxo/store/Store"
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Config, Console, Effect, Layer, Logger, LogLevel, Option, Redacted, Stream } from "effect"
 import type { Example } from "./internal/help.ts"
-import { modelsFile, registryLayer } from "./internal/models.ts"
+import { modelsFile } from "./internal/models.ts"
+import { dataOption, engineOn } from "./internal/options.ts"
 
-const data = Options.directory("data", { exists: "yes" }).pipe(
-  Options.withPseudoName("DIR"),
-  Options.withDescription(
-    "The data root: sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); while a gateway serves it, prefer POST /api/sessions/{id}/runs (the two processes do not share locks)."
-  ),
-  Options.withDefault("data")
+const data = dataOption(
+  "The data root: sessions.json and one directory per session. Defaults to ./data, the live data root of the gateway (`pnpm start`); while a gateway serves it, prefer POST /api/sessions/{id}/runs (the two processes do not share locks)."
 )
 const session = Options.text("session").pipe(
   Options.withAlias("s"),
@@ -177,29 +167,18 @@ export const runCommand = Command.make(
         return yield* Effect.fail(new Error(`The run failed (${failure.tag}): ${failure.message}`))
     }).pipe(
       Effect.provide(
-        TurnEngine.layer.pipe(
-          Layer.provideMerge(
-            Layer.mergeAll(
-              Workspace.layerStore,
-              HistoryStore.layerStore,
-              registryLayer(args.models),
-              Tokenizer.layer(),
-              TurnEngine.seamsLive,
-              Summarizer.layerDeterministic,
-              CompileCache.layer,
-              Memory.layer(),
-              Layer.unwrapEffect(
-                Effect.map(environment, (env) =>
-                  ModelClient.layer({
-                    apiKey: env.apiKey,
-                    baseUrl: env.baseUrl,
-                    timeoutMs: 120_000,
-                    firstByteMs: 60_000,
-                    idleMs: 30_000
-                  })
-                )
-              )
-            ).pipe(Layer.provideMerge(Store.layer(args.data)))
+        Layer.merge(
+          engineOn(args.data, args.models),
+          Layer.unwrapEffect(
+            Effect.map(environment, (env) =>
+              ModelClient.layer({
+                apiKey: env.apiKey,
+                baseUrl: env.baseUrl,
+                timeoutMs: 120_000,
+                firstByteMs: 60_000,
+                idleMs: 30_000
+              })
+            )
           )
         )
       ),

@@ -183,13 +183,7 @@ export const ruleCall = (
 ): { readonly id: string; readonly name: string; readonly arguments: unknown } | undefined => {
   const last = lastTurnMessage(body)
   if (last?.role !== "user") return undefined
-  const text =
-    typeof last.content === "string"
-      ? last.content
-      : Array.isArray(last.content)
-        ? last.content.map((p) => (typeof p?.text === "string" ? p.text : "")).join("\n")
-        : ""
-  const m = CALL_RULE.exec(text)
+  const m = CALL_RULE.exec(textOfContent(last.content))
   if (m === null || !offeredTools(body).has(m[1]!)) return undefined
   let args: unknown = {}
   if (m[2] !== undefined)

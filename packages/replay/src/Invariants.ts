@@ -1425,24 +1425,8 @@ export const requiredMinimum = (o: {
       .filter((m) => m.meta.pinned === true && m.meta.turn !== runningTurn)
       .map((m) => m.meta.turn)
   )
-  for (const m of o.doc.messages) {
-    if (!pinned.has(m.meta.turn) || m.meta.archivedBy !== undefined) continue
-    if (m.role === "tool") {
-      for (const p of m.parts)
-        if (p._tag === "tool-result")
-          messages.push({
-            role: "tool",
-            content: JSON.stringify({ status: p.status, data: p.data, error: p.error })
-          })
-      continue
-    }
-    const calls = m.parts.flatMap((p) =>
-      p._tag === "tool-call" ? [{ function: { name: p.name, arguments: JSON.stringify(p.input ?? {}) } }] : []
-    )
-    messages.push({ role: m.role, content: textOf(m), ...(calls.length === 0 ? {} : { tool_calls: calls }) })
-  }
-  if (!running.some((m) => m.meta.kind === "input")) messages.push({ role: "user", content: o.input })
-  for (const m of running) {
+  /** A history message as the request shows it (the newest result full when `newestFull` names it). */
+  const push = (m: HistoryDocument["messages"][number]) => {
     if (m.role === "tool") {
       for (const p of m.parts) {
         if (p._tag !== "tool-result") continue
@@ -1452,17 +1436,16 @@ export const requiredMinimum = (o: {
           : { status: p.status, data: p.data, error: p.error }
         messages.push({ role: "tool", content: JSON.stringify(shown) })
       }
-      continue
+      return
     }
     const calls = m.parts.flatMap((p) =>
       p._tag === "tool-call" ? [{ function: { name: p.name, arguments: JSON.stringify(p.input ?? {}) } }] : []
     )
-    messages.push({
-      role: m.role,
-      content: textOf(m),
-      ...(calls.length === 0 ? {} : { tool_calls: calls })
-    })
+    messages.push({ role: m.role, content: textOf(m), ...(calls.length === 0 ? {} : { tool_calls: calls }) })
   }
+  for (const m of o.doc.messages) if (pinned.has(m.meta.turn) && m.meta.archivedBy === undefined) push(m)
+  if (!running.some((m) => m.meta.kind === "input")) messages.push({ role: "user", content: o.input })
+  for (const m of running) push(m)
   const minimum =
     limits.encoding !== undefined
       ? recountOpenAI(limits.encoding, messages)

@@ -39,6 +39,7 @@ import type { MemoryItem } from "@ctxo/compiler/ContextSource"
 import * as Workspace from "@ctxo/compiler/Workspace"
 import { decodeHistoryText } from "@ctxo/history/HistoryFormat"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
+import { textOf } from "@ctxo/history/Message"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { turnsOf } from "@ctxo/history/Turns"
@@ -749,8 +750,6 @@ export const runScenario = (scenario: Scenario, profile: Profile, options: Scena
           const state = yield* Effect.orElseSucceed(store.readRun(step.session, runId), () => undefined)
           const history = yield* historyOf(step.session)
           const turn = history.find((t) => t.turn === state?.turn)
-          const textOfMessage = (m: (typeof history)[number]["messages"][number]) =>
-            m.parts.flatMap((p) => (p._tag === "text" ? [p.text] : [])).join("")
           const answer = state?.finalAnswer
           runs.push({
             step: i,
@@ -769,15 +768,15 @@ export const runScenario = (scenario: Scenario, profile: Profile, options: Scena
                   m.role === "user" &&
                   m.meta.kind === "input" &&
                   m.meta.inputKey === `run:${runId}` &&
-                  textOfMessage(m) === step.goal
+                  textOf(m) === step.goal
               ).length,
-            finals: (turn?.messages ?? []).filter((m) => m.meta.kind === "final").map(textOfMessage),
+            finals: (turn?.messages ?? []).filter((m) => m.meta.kind === "final").map(textOf),
             answerOccurrences:
               answer === undefined || answer === ""
                 ? 0
                 : history
                     .flatMap((t) => t.messages)
-                    .filter((m) => m.role === "assistant" && textOfMessage(m).includes(answer)).length,
+                    .filter((m) => m.role === "assistant" && textOf(m).includes(answer)).length,
             ...(step.expect === undefined ? {} : { expect: step.expect })
           })
           if (Either.isLeft(outcome)) return yield* Effect.fail(outcome.left)
