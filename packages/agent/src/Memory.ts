@@ -21,14 +21,15 @@
 import { createHash } from "node:crypto"
 import type { MemoryItem } from "@ctxo/compiler/ContextSource"
 import { decodeHistoryText } from "@ctxo/history/HistoryFormat"
+import { HistoryStore } from "@ctxo/history/HistoryStore"
 import { importanceOf, PROMOTION_THRESHOLD } from "@ctxo/history/Importance"
-import type { HistoryDocument } from "@ctxo/history/Message"
+import type { HistoryDocument, Message } from "@ctxo/history/Message"
 import { type Turn, turnsOf, turnWords } from "@ctxo/history/Turns"
 import { HISTORY_FILE } from "@ctxo/store/Paths"
 import type { MemoryEntry, MemoryLevel } from "@ctxo/store/Records"
 import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
-import { Clock, Context, Effect, Layer, Queue, Schedule, Schema, type Scope } from "effect"
+import { Clock, Context, Effect, Layer, Option, Queue, Schedule, Schema, type Scope } from "effect"
 import { SessionEvents } from "./SessionEvents.ts"
 
 export interface MemorySettings {
@@ -147,32 +148,63 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     const store = yield* Store
     const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
-    // A session's finished turns, decoded once per history text (the store hands back the same
-    // string while the file is unchanged), and each turn's importance once per turn.
-    const decoded = new Map<string, { readonly text: string; readonly turns: ReadonlyArray<Turn> }>()
-    const scored = new WeakMap<Turn, ReturnType<typeof importanceOf>>()
+    // A session's finished turns, made once per history document (the history store hands back
+    // the same document while the session is unchanged; without one in the context, the store's
+    // text is decoded once per text), and each finished turn's importance once while its messages
+    // are the same objects (a new turn scores only itself).
+    const decoded = new Map<string, { readonly doc: HistoryDocument; readonly turns: ReadonlyArray<Turn> }>()
+    const scored = new WeakMap<
+      Message,
+      { readonly turn: Turn; readonly score: ReturnType<typeof importanceOf> }
+    >()
     const importance = (turn: Turn) => {
-      let score = scored.get(turn)
-      if (score === undefined) {
-        score = importanceOf(turn)
-        scored.set(turn, score)
-      }
+      const last = turn.messages[turn.messages.length - 1]!
+      const hit = scored.get(last)
+      if (
+        hit !== undefined &&
+        hit.turn.messages.length === turn.messages.length &&
+        hit.turn.messages.every((m, i) => m === turn.messages[i])
+      )
+        return hit.score
+      const score = importanceOf(turn)
+      scored.set(last, { turn, score })
       return score
     }
-    const turnsOfSession = (sessionId: string) =>
+    const texts = new Map<string, { readonly text: string; readonly doc: HistoryDocument }>()
+    const documentOf = (sessionId: string, key: string) =>
       Effect.gen(function* () {
+        const history = yield* Effect.serviceOption(HistoryStore)
+        if (Option.isSome(history))
+          return yield* history.value
+            .load(sessionId)
+            .pipe(
+              Effect.mapError((e) =>
+                e._tag === "SessionNotFound" ? e : new HistoryUnreadable({ sessionId, reason: e.message })
+              )
+            )
         const text = yield* store.readHistory(sessionId)
-        if (text === undefined) return [] as ReadonlyArray<Turn>
-        const key = `${yield* store.scope}\u0000${sessionId}`
-        const hit = decoded.get(key)
-        if (hit !== undefined && hit.text === text) return hit.turns
+        if (text === undefined) return undefined
+        const hit = texts.get(key)
+        if (hit !== undefined && hit.text === text) return hit.doc
         const doc: HistoryDocument = yield* Effect.mapError(
           decodeHistoryText(text, `${sessionId}/${HISTORY_FILE}`),
           (e) => new HistoryUnreadable({ sessionId, reason: e.message })
         )
+        texts.delete(key)
+        texts.set(key, { text, doc })
+        if (texts.size > 256) texts.delete(texts.keys().next().value!)
+        return doc
+      })
+    const turnsOfSession = (sessionId: string) =>
+      Effect.gen(function* () {
+        const key = `${yield* store.scope}\u0000${sessionId}`
+        const doc = yield* documentOf(sessionId, key)
+        if (doc === undefined) return [] as ReadonlyArray<Turn>
+        const hit = decoded.get(key)
+        if (hit !== undefined && hit.doc === doc) return hit.turns
         const turns = turnsOf(doc.messages.filter((m) => m.meta.kind !== "summary")).filter((t) => t.finished)
         decoded.delete(key)
-        decoded.set(key, { text, turns })
+        decoded.set(key, { doc, turns })
         if (decoded.size > 256) decoded.delete(decoded.keys().next().value!)
         return turns
       })
