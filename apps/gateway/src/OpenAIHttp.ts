@@ -11,6 +11,7 @@ import {
   chunkAccumulator,
   ModelClient,
   type RawBody,
+  sentTextOf,
   type UpstreamError
 } from "@ctxo/agent/ModelClient"
 import { type Driver, type ModelStep, TurnEngine } from "@ctxo/agent/TurnEngine"
@@ -55,6 +56,11 @@ const toResponse = (e: DomainError) => {
 }
 
 const sse = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`
+/** An upstream chunk passed on as the upstream sent it (no second `JSON.stringify`). */
+const passedOn = (chunk: object) => {
+  const sent = sentTextOf(chunk)
+  return sent === undefined ? sse(chunk) : `data: ${sent}\n\n`
+}
 
 /** A completion of the answer already recorded for a turn (a retry of a finished one). */
 const completion = (model: string, content: string) => ({
@@ -161,7 +167,8 @@ const chatCompletions = Effect.gen(function* () {
   const passOn = (forward: RawBody, headers: Record<string, string>) =>
     body.stream === true
       ? streamed(
-          (offer) => client.passthroughStream(forward).pipe(Stream.runForEach((chunk) => offer(sse(chunk)))),
+          (offer) =>
+            client.passthroughStream(forward).pipe(Stream.runForEach((chunk) => offer(passedOn(chunk)))),
           () => headers
         )
       : Effect.map(client.passthrough(forward), (answer) =>
@@ -324,7 +331,7 @@ const chatCompletions = Effect.gen(function* () {
                 Stream.runForEach((chunk) =>
                   Effect.zipRight(
                     Effect.sync(() => acc.add(chunk as Chunk)),
-                    offer(sse(chunk))
+                    offer(passedOn(chunk))
                   )
                 )
               )

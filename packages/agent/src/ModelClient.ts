@@ -1,5 +1,6 @@
 /**
- * The upstream model through the official openai SDK against any OpenAI-compatible base URL. With
+ * The upstream model: any OpenAI-compatible base URL, over a keep-alive connection pool (undici)
+ * with no SDK in between (a proxied call costs what HTTP costs). With
  * no API key configured, the gateway starts the local fake upstream (`FakeUpstream`) and talks to
  * it the same way. `complete` streams one chat completion as events: text deltas, then the tool
  * calls and the usage when the stream ends.
@@ -11,10 +12,11 @@
  * kind `protocol`, never an empty answer.
  */
 
+import type { IncomingHttpHeaders } from "node:http"
 import type { OpenAIMessage } from "@ctxo/compiler/Render"
 import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
 import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
-import OpenAI from "openai"
+import { Agent, type Dispatcher, request } from "undici"
 import { type Reply, startFakeUpstream } from "./FakeUpstream.ts"
 
 /**
@@ -157,28 +159,54 @@ export const rateLimitHeaders = (
 const toUpstreamError = (e: unknown): UpstreamError => {
   if (e instanceof UpstreamError) return e
   const reason = e instanceof Error ? e.message : String(e)
-  if (e instanceof OpenAI.APIConnectionTimeoutError) return new UpstreamError({ kind: "timeout", reason })
-  if (e instanceof OpenAI.APIConnectionError || e instanceof OpenAI.APIUserAbortError)
-    return new UpstreamError({ kind: "network", reason })
-  if (e instanceof OpenAI.APIError) {
-    const retryAfter = e.headers?.get("retry-after") ?? undefined
-    const headers = rateLimitHeaders(e.headers)
-    // The SDK's message is `${status} ${message}`: the upstream's own message is kept, not that.
-    const own = (e.error as { message?: unknown } | undefined)?.message
-    return new UpstreamError({
-      kind: "status",
-      ...(e.status === undefined ? {} : { status: e.status }),
-      ...(typeof e.code === "string" ? { code: e.code } : {}),
-      ...(typeof e.type === "string" ? { type: e.type } : {}),
-      ...(typeof e.param === "string" ? { param: e.param } : {}),
-      ...(retryAfter === undefined ? {} : { retryAfter }),
-      ...(headers === undefined ? {} : { headers }),
-      reason: typeof own === "string" && own !== "" ? own : reason
-    })
-  }
   if (e instanceof SyntaxError)
     return new UpstreamError({ kind: "protocol", reason: `the upstream sent malformed JSON: ${reason}` })
   return new UpstreamError({ kind: "network", reason })
+}
+
+/** An upstream's error answer (its status, its `{ error: { message, type, code, param } }`, its headers). */
+const statusError = (status: number, headers: IncomingHttpHeaders, text: string): UpstreamError => {
+  let error: { message?: unknown; type?: unknown; code?: unknown; param?: unknown } | undefined
+  try {
+    const parsed = JSON.parse(text) as { error?: unknown } | null
+    const inner = parsed?.error
+    error =
+      typeof inner === "object" && inner !== null
+        ? (inner as typeof error)
+        : typeof inner === "string"
+          ? { message: inner }
+          : undefined
+  } catch {
+    error = undefined
+  }
+  const retryAfter = headerOf(headers, "retry-after")
+  const limits = rateLimitHeaders({
+    forEach: (f) => {
+      for (const [key, value] of Object.entries(headers))
+        if (value !== undefined) f(Array.isArray(value) ? value.join(", ") : value, key)
+    }
+  })
+  const own = error?.message
+  return new UpstreamError({
+    kind: "status",
+    status,
+    ...(typeof error?.code === "string" ? { code: error.code } : {}),
+    ...(typeof error?.type === "string" ? { type: error.type } : {}),
+    ...(typeof error?.param === "string" ? { param: error.param } : {}),
+    ...(retryAfter === undefined ? {} : { retryAfter }),
+    ...(limits === undefined ? {} : { headers: limits }),
+    reason:
+      typeof own === "string" && own !== ""
+        ? own
+        : text.trim() === ""
+          ? `status code ${status} (no body)`
+          : text.trim().slice(0, 200)
+  })
+}
+
+const headerOf = (headers: IncomingHttpHeaders, name: string) => {
+  const value = headers[name]
+  return Array.isArray(value) ? value[0] : value
 }
 
 /** How long an upstream call may take: to its first byte, between two chunks, and in all. */
@@ -194,7 +222,12 @@ export interface Deadlines {
  * idle deadline from the step's start; always the total. A step that passes it fails with a
  * `timeout` (its fiber is interrupted; the caller's scope then aborts the request).
  */
-const startDeadlines = (d: Deadlines) =>
+type Bound = <A>(
+  step: Effect.Effect<A, UpstreamError>,
+  options: { readonly data: boolean }
+) => Effect.Effect<A, UpstreamError>
+
+const startDeadlines = (d: Deadlines): Effect.Effect<Bound> =>
   Effect.map(Clock.currentTimeMillis, (start) => {
     let received = false
     return <A>(step: Effect.Effect<A, UpstreamError>, options: { readonly data: boolean }) =>
@@ -255,8 +288,125 @@ const checkCompletion = (answer: unknown): string | undefined => {
   return undefined
 }
 
-export const make = (client: OpenAI, upstream: string, deadlines: Deadlines): Service => {
-  const requestOptions = (signal: AbortSignal) => ({ signal, timeout: deadlines.totalMs, maxRetries: 0 })
+/** Where one upstream is: its OpenAI-compatible base URL and its key ("none" when it takes none). */
+export interface Endpoint {
+  readonly baseURL: string
+  readonly apiKey: string
+}
+
+/**
+ * The data text of each Server-Sent Event a streamed chunk came from, as the upstream sent it: a
+ * proxy passes it on as it is, with no second `JSON.stringify` of the chunk.
+ */
+const sentAs = new WeakMap<object, string>()
+/** The data text the upstream sent for a streamed chunk (`undefined` for one made here). */
+export const sentTextOf = (chunk: object): string | undefined => sentAs.get(chunk)
+
+/**
+ * Splits a byte stream of Server-Sent Events into each event's data (its `data:` lines joined),
+ * as text arrives: `push` returns the events completed so far.
+ */
+const sseSplitter = () => {
+  const decoder = new TextDecoder()
+  let buffer = ""
+  return {
+    push: (bytes: Uint8Array): Array<string> => {
+      buffer += decoder.decode(bytes, { stream: true })
+      const out: Array<string> = []
+      for (;;) {
+        const end = /\r?\n\r?\n/.exec(buffer)
+        if (end === null) break
+        const event = buffer.slice(0, end.index)
+        buffer = buffer.slice(end.index + end[0].length)
+        const data: Array<string> = []
+        for (const line of event.split(/\r?\n/))
+          if (line.startsWith("data:")) data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5))
+        if (data.length > 0) out.push(data.join("\n"))
+      }
+      return out
+    },
+    /** What is left when the stream ends (an event with no blank line after it). */
+    rest: () => buffer.trim()
+  }
+}
+
+/**
+ * Keep-alive connections to the upstreams, up to 256 per origin, one pool for the process (as
+ * Node's own `fetch` has): a service handed out of its layer keeps working, and idle connections
+ * do not hold the process open.
+ */
+let pool: Dispatcher | undefined
+const sharedPool = (): Dispatcher => {
+  pool ??= new Agent({
+    connections: 256,
+    keepAliveTimeout: 30_000,
+    // The call's deadlines bound every step; undici's own timers stay out of their way.
+    headersTimeout: 0,
+    bodyTimeout: 0
+  })
+  return pool
+}
+
+/**
+ * Calls to one OpenAI-compatible upstream over a keep-alive connection pool (undici): the body is
+ * sent as the client's JSON, the answer read as bytes, a streamed answer split into its events as
+ * they come. No SDK between the gateway and the wire: a proxied call costs what HTTP costs.
+ */
+export const make = (
+  endpoint: Endpoint,
+  upstream: string,
+  deadlines: Deadlines,
+  dispatcher: Dispatcher = sharedPool()
+): Service => {
+  const base = endpoint.baseURL.replace(/\/+$/, "")
+  const url = new URL(`${base}/chat/completions`)
+  const headers = {
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+    ...(endpoint.apiKey === "" || endpoint.apiKey === "none"
+      ? {}
+      : { authorization: `Bearer ${endpoint.apiKey}` })
+  }
+
+  /**
+   * Sends one completion request within the deadlines: its status and headers, and an iterator of
+   * its body. An error status is read whole and is an `UpstreamError` with the upstream's fields.
+   */
+  const send = (body: RawBody, stream: boolean, bound: Bound, signal: AbortSignal) =>
+    Effect.gen(function* () {
+      const response = yield* bound(
+        Effect.tryPromise({
+          try: () =>
+            request(url, {
+              method: "POST",
+              dispatcher,
+              headers,
+              body: JSON.stringify({ ...body, stream }),
+              signal
+            }),
+          catch: toUpstreamError
+        }),
+        { data: false }
+      )
+      const iterator = response.body[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>
+      const read = bound(Effect.tryPromise({ try: () => iterator.next(), catch: toUpstreamError }), {
+        data: true
+      })
+      if (response.statusCode >= 400) {
+        const parts: Array<Uint8Array> = []
+        for (;;) {
+          const { done, value } = yield* read
+          if (done) break
+          parts.push(value)
+        }
+        return yield* statusError(
+          response.statusCode,
+          response.headers as IncomingHttpHeaders,
+          Buffer.concat(parts).toString("utf8")
+        )
+      }
+      return { response, iterator, read }
+    })
 
   /**
    * One streaming completion as its chunks, within the deadlines; closing the stream aborts the
@@ -267,44 +417,61 @@ export const make = (client: OpenAI, upstream: string, deadlines: Deadlines): Se
       Effect.gen(function* () {
         const bound = yield* startDeadlines(deadlines)
         const controller = yield* abortOnClose
-        const { data: stream, response } = yield* bound(
-          Effect.tryPromise({
-            try: () =>
-              client.chat.completions
-                .create(
-                  {
-                    ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming),
-                    stream: true
-                  },
-                  requestOptions(controller.signal)
-                )
-                .withResponse(),
-            catch: toUpstreamError
-          }),
-          { data: false }
-        )
-        const iterator = stream[Symbol.asyncIterator]()
-        // The request is aborted first (a pending read ends), then the iterator is closed; its
-        // `return` waits for a pending read, so it is not awaited.
-        yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            controller.abort()
-            iterator.return?.(undefined).catch(() => undefined)
-          })
-        )
+        const { response, read } = yield* send(body, true, bound, controller.signal)
+        const contentType = headerOf(response.headers as IncomingHttpHeaders, "content-type") ?? "none"
         const acc = chunkAccumulator()
-        const next = bound(Effect.tryPromise({ try: () => iterator.next(), catch: toUpstreamError }), {
-          data: true
-        }).pipe(
-          Effect.mapError(Option.some),
-          Effect.flatMap((r) =>
-            r.done
-              ? Effect.fail(Option.none())
-              : Effect.succeed(r.value as unknown as Chunk & Record<string, unknown>)
-          ),
-          Effect.tap((chunk) => Effect.sync(() => acc.add(chunk)))
-        )
-        const contentType = response.headers.get("content-type") ?? "none"
+        const events = sseSplitter()
+        let finished = false
+        const chunkOf = (data: string) => {
+          let chunk: Chunk & Record<string, unknown>
+          try {
+            chunk = JSON.parse(data) as Chunk & Record<string, unknown>
+          } catch (e) {
+            return Effect.fail(
+              protocolError(
+                `the upstream sent malformed JSON (${(e as Error).message}): ${data.slice(0, 120)}`
+              )
+            )
+          }
+          const error = (chunk as { error?: { message?: unknown; code?: unknown; type?: unknown } }).error
+          if (typeof error === "object" && error !== null)
+            return Effect.fail(
+              new UpstreamError({
+                kind: "status",
+                ...(typeof error.code === "string" ? { code: error.code } : {}),
+                ...(typeof error.type === "string" ? { type: error.type } : {}),
+                reason: typeof error.message === "string" ? error.message : "the upstream sent an error"
+              })
+            )
+          acc.add(chunk)
+          sentAs.set(chunk, data)
+          return Effect.succeed(chunk)
+        }
+        // Reads until at least one chunk is complete (or the body ends).
+        const next: Effect.Effect<
+          ReadonlyArray<Chunk & Record<string, unknown>>,
+          Option.Option<UpstreamError>
+        > = Effect.gen(function* () {
+          for (;;) {
+            if (finished) return yield* Effect.fail(Option.none())
+            const { done, value } = yield* Effect.mapError(read, Option.some)
+            const datas = done ? [] : events.push(value)
+            if (done) {
+              finished = true
+              const rest = events.rest()
+              if (rest.startsWith("data:")) datas.push(rest.replace(/^data: ?/, ""))
+            }
+            const chunks: Array<Chunk & Record<string, unknown>> = []
+            for (const data of datas) {
+              if (data.trim() === "[DONE]") {
+                finished = true
+                break
+              }
+              chunks.push(yield* Effect.mapError(chunkOf(data), Option.some))
+            }
+            if (chunks.length > 0) return chunks
+          }
+        })
         const end = Stream.suspend(() =>
           acc.isEmpty()
             ? Stream.fail(
@@ -314,7 +481,7 @@ export const make = (client: OpenAI, upstream: string, deadlines: Deadlines): Se
               )
             : Stream.empty
         )
-        return Stream.concat(Stream.repeatEffectOption(next), end)
+        return Stream.concat(Stream.flattenIterables(Stream.repeatEffectOption(next)), end)
       })
     )
 
@@ -324,33 +491,13 @@ export const make = (client: OpenAI, upstream: string, deadlines: Deadlines): Se
       Effect.gen(function* () {
         const bound = yield* startDeadlines(deadlines)
         const controller = yield* abortOnClose
-        const response = yield* bound(
-          Effect.tryPromise({
-            try: () =>
-              client.chat.completions
-                .create(
-                  {
-                    ...(body as unknown as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming),
-                    stream: false
-                  },
-                  requestOptions(controller.signal)
-                )
-                .asResponse(),
-            catch: toUpstreamError
-          }),
-          { data: false }
-        )
-        const reader = response.body?.getReader()
+        const { read } = yield* send(body, false, bound, controller.signal)
         const parts: Array<Uint8Array> = []
-        if (reader !== undefined)
-          for (;;) {
-            const { done, value } = yield* bound(
-              Effect.tryPromise({ try: () => reader.read(), catch: toUpstreamError }),
-              { data: true }
-            )
-            if (done) break
-            parts.push(value)
-          }
+        for (;;) {
+          const { done, value } = yield* read
+          if (done) break
+          parts.push(value)
+        }
         const text = Buffer.concat(parts).toString("utf8")
         if (text.trim() === "") return yield* protocolError("the upstream answered 200 with an empty body")
         let answer: unknown
@@ -510,6 +657,7 @@ export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
   Layer.scoped(
     ModelClient,
     Effect.gen(function* () {
+      const pool = sharedPool()
       const deadlines: Deadlines = {
         totalMs: options.timeoutMs,
         firstByteMs: Math.min(options.firstByteMs ?? options.timeoutMs, options.timeoutMs),
@@ -519,24 +667,25 @@ export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
         name: u.name,
         ...(u.keepPrefix === undefined ? {} : { keepPrefix: u.keepPrefix }),
         service: make(
-          new OpenAI({
+          {
             apiKey: Option.match(u.apiKey, { onNone: () => "none", onSome: Redacted.value }),
             baseURL: u.baseUrl
-          }),
+          },
           u.baseUrl,
-          deadlines
+          deadlines,
+          pool
         )
       }))
       const single = (service: Service) => routed(named, { name: "default", service })
       if (Option.isSome(options.apiKey)) {
         const baseURL = Option.getOrElse(options.baseUrl, () => "https://api.openai.com/v1")
         return single(
-          make(new OpenAI({ apiKey: Redacted.value(options.apiKey.value), baseURL }), baseURL, deadlines)
+          make({ apiKey: Redacted.value(options.apiKey.value), baseURL }, baseURL, deadlines, pool)
         )
       }
       if (Option.isSome(options.baseUrl)) {
         const baseURL = options.baseUrl.value
-        return single(make(new OpenAI({ apiKey: "none", baseURL }), baseURL, deadlines))
+        return single(make({ apiKey: "none", baseURL }, baseURL, deadlines, pool))
       }
       // Named upstreams only: the first is the default.
       if (named.length > 0) return routed(named, named[0]!)
@@ -553,9 +702,7 @@ export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
       yield* Effect.logInfo(
         `No upstream API key: answering with the local deterministic model at ${fake.url}${local.script === undefined ? "" : ` (${local.script.length} scripted replies first)`}`
       )
-      return single(
-        make(new OpenAI({ apiKey: "local", baseURL: fake.url }), `local (${fake.url})`, deadlines)
-      )
+      return single(make({ apiKey: "none", baseURL: fake.url }, `local (${fake.url})`, deadlines, pool))
     })
   )
 
