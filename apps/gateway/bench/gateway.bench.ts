@@ -1,75 +1,150 @@
 /**
- * What the gateway adds to a model call, side by side in one run against the same fake upstream
- * (an OpenAI-compatible server in this process that answers at once):
- *   baseline:  POST /v1/chat/completions to the fake upstream directly;
- *   proxy:     the same request through the gateway without a session (fitted, forwarded);
- *   session:   through the gateway with X-Ctxo-Session (record the input, compile the session's
- *              context, forward, record the answer);
- * each non-streaming and streaming. Reports p50 and p99 latency added over the baseline, and
- * requests per second with 8 in flight, on this machine.
+ * What the gateway adds to a model call, side by side in one run. Every server is a process of its
+ * own, as in a deployment: the fake upstream (an OpenAI-compatible model answering at once), the
+ * floor (a bare Node pass-through proxy: node:http in, an undici pool out, no parsing), and the
+ * gateway as `pnpm start` runs it. This process only sends requests (an undici keep-alive pool).
+ *
+ * Rows, JSON and streaming:
+ * - direct: the request to the upstream itself (the baseline);
+ * - floor, gateway proxy (no session): latency added over direct (p50, p99), the gateway's against
+ *   the floor's, and requests per second with 8 and 64 in flight against direct;
+ * - gateway session (a warm session of 200 turns; input recorded, context compiled, answer
+ *   recorded): latency added over direct;
+ * - memory: the gateway's RSS after 10,000 mixed requests over 1,000 sessions against after the
+ *   first 1,000;
+ * - cold start: spawning the gateway (`pnpm start`, built) until its first compile is answered;
+ *   `ctxo compile` on the example data end to end (the bundled CLI a user installs, and
+ *   `pnpm ctxo` through tsx).
+ *
+ * `CTXO_BENCH_ROUNDS` (default 5) scales the number of requests; under 5 the memory row runs a
+ * fifth of its requests and sessions (a smoke run says so).
  */
-import { cpSync, mkdtempSync, rmSync } from "node:fs"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { availableParallelism, tmpdir } from "node:os"
 import { join } from "node:path"
+import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
-import { startFakeUpstream } from "@ctxo/agent/FakeUpstream"
-import * as HttpServer from "@effect/platform/HttpServer"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Layer, Logger, LogLevel, ManagedRuntime, Option } from "effect"
-import * as GatewayConfig from "../src/GatewayConfig.ts"
-import { app } from "../src/Server.ts"
+import { Agent, request } from "undici"
+import { ensureBuilt } from "../build.mjs"
 
 const rounds = Number(process.env.CTXO_BENCH_ROUNDS ?? 5)
 const sequential = rounds * 40
-const concurrentTotal = rounds * 40
-const inFlight = 8
+const concurrentTotal = rounds * 80
+const gatewayDir = fileURLToPath(new URL("..", import.meta.url))
+const repoRoot = fileURLToPath(new URL("../../..", import.meta.url))
 
-const dataDir = mkdtempSync(join(tmpdir(), "ctxo-gateway-bench-"))
-// Removed however the run ends (done, failed, or process.exit).
-process.on("exit", () => rmSync(dataDir, { recursive: true, force: true }))
-cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), dataDir, { recursive: true })
-const upstream = await startFakeUpstream()
-const runtime = ManagedRuntime.make(
-  app.pipe(
-    Layer.provide(GatewayConfig.layerTest({ dataDir, upstreamBaseUrl: Option.some(upstream.url) })),
-    Layer.provideMerge(NodeHttpServer.layerTest),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
-  )
-)
-const address = (await runtime.runPromise(HttpServer.HttpServer)).address
-const gateway = `http://127.0.0.1:${address._tag === "TcpAddress" ? address.port : 0}/v1`
-
-const body = (stream: boolean) =>
-  JSON.stringify({
-    model: "gpt-4o",
-    stream,
-    messages: [
-      { role: "system", content: "Be brief." },
-      { role: "user", content: "What is a token budget?" }
-    ]
-  })
-const call = async (base: string, stream: boolean, session?: string) => {
-  const response = await fetch(`${base}/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...(session ? { "x-ctxo-session": session } : {}) },
-    body: body(stream)
-  })
-  const text = await response.text()
-  if (!response.ok) throw new Error(`${response.status} ${text.slice(0, 200)}`)
+const folders: Array<string> = []
+const children: Array<ChildProcess> = []
+process.on("exit", () => {
+  for (const c of children) if (c.exitCode === null) c.kill("SIGKILL")
+  for (const f of folders) rmSync(f, { recursive: true, force: true })
+})
+const dataRoot = () => {
+  const dir = mkdtempSync(join(tmpdir(), "ctxo-gateway-bench-"))
+  folders.push(dir)
+  cpSync(join(repoRoot, "fixtures/data"), dir, { recursive: true })
+  return dir
 }
+
+/** A child process running a TypeScript file of this package, with its `ready <url>` line. */
+const startScript = (file: string, env: Record<string, string> = {}) =>
+  new Promise<{ child: ChildProcess; url: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx/esm", file], {
+      cwd: gatewayDir,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "inherit"]
+    })
+    children.push(child)
+    child.once("exit", (code) => reject(new Error(`${file} exited (${code}) before it was ready`)))
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      if (line.startsWith("ready ")) resolve({ child, url: line.slice(6) })
+    })
+  })
+
+const freePort = async () => {
+  const { createServer } = await import("node:net")
+  return new Promise<number>((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+const dispatcher = new Agent({ connections: 128, keepAliveTimeout: 60_000 })
+
+/** The gateway as `pnpm start` runs it (its bundle), on a copy of the example data; resolves when it answers. */
+const startGateway = async (upstream: string) => {
+  const port = await freePort()
+  const started = performance.now()
+  const child = spawn(process.execPath, ["start.mjs"], {
+    cwd: gatewayDir,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      CTXO_DATA_DIR: dataRoot(),
+      CTXO_UPSTREAM_BASE_URL: upstream,
+      CTXO_UPSTREAM_API_KEY: "",
+      CTXO_LOG_FORMAT: "json"
+    },
+    stdio: ["ignore", "ignore", "inherit"]
+  })
+  children.push(child)
+  const base = `http://127.0.0.1:${port}`
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the gateway exited (${child.exitCode})`)
+    const ok = await request(`${base}/readyz`, { dispatcher }).then(
+      async (r) => {
+        await r.body.text()
+        return r.statusCode === 200
+      },
+      () => false
+    )
+    if (ok) break
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  const ready = performance.now() - started
+  const preview = await request(`${base}/api/sessions/code-agent-auth/context-preview`, { dispatcher })
+  await preview.body.text()
+  if (preview.statusCode !== 200) throw new Error(`first compile answered ${preview.statusCode}`)
+  return { child, base, ready, firstCompile: performance.now() - started }
+}
+
+const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null) return resolve()
+    child.once("exit", () => resolve())
+    child.kill("SIGTERM")
+  })
+
+const body = (stream: boolean, text = "What is a token budget?") =>
+  JSON.stringify({ model: "gpt-4o", stream, messages: [{ role: "user", content: text }] })
+
+const call = async (base: string, stream: boolean, session?: string, text?: string) => {
+  const r = await request(`${base}/chat/completions`, {
+    method: "POST",
+    dispatcher,
+    headers: { "content-type": "application/json", ...(session ? { "x-ctxo-session": session } : {}) },
+    body: body(stream, text)
+  })
+  const answer = await r.body.text()
+  if (r.statusCode !== 200) throw new Error(`${r.statusCode} ${answer.slice(0, 200)}`)
+}
+
 const quantile = (sorted: ReadonlyArray<number>, q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!
-const latencies = async (f: () => Promise<void>) => {
-  for (let i = 0; i < 10; i++) await f()
+const latencies = async (count: number, f: () => Promise<void>) => {
+  for (let i = 0; i < 20; i++) await f()
   const out: Array<number> = []
-  for (let i = 0; i < sequential; i++) {
+  for (let i = 0; i < count; i++) {
     const start = performance.now()
     await f()
     out.push(performance.now() - start)
   }
   return out.sort((a, b) => a - b)
 }
-const throughput = async (f: () => Promise<void>) => {
+const throughput = async (inFlight: number, f: () => Promise<void>) => {
   let next = 0
   const start = performance.now()
   await Promise.all(
@@ -79,34 +154,144 @@ const throughput = async (f: () => Promise<void>) => {
   )
   return concurrentTotal / ((performance.now() - start) / 1000)
 }
+const ms = (n: number) => `${n.toFixed(2)} ms`
+const rssOf = (pid: number) => {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("VmRSS:"))
+  return Number(line?.match(/\d+/)?.[0] ?? 0) / 1024
+}
 
-await fetch(`${gateway.replace(/\/v1$/, "")}/api/sessions`, {
-  method: "POST",
-  headers: { "content-type": "application/json" },
-  body: JSON.stringify({ id: "bench", concept: "benchmark" })
-})
-const cases = [
-  { name: "baseline (upstream directly)", run: (s: boolean) => () => call(upstream.url, s) },
-  { name: "gateway proxy (no session)", run: (s: boolean) => () => call(gateway, s) },
-  { name: "gateway session (compile + record)", run: (s: boolean) => () => call(gateway, s, "bench") }
-]
+// Built once before anything is timed (`pnpm start` builds when the sources changed).
+if (await ensureBuilt()) console.log("gateway bench: the gateway's bundle was built first")
+const upstream = await startScript("bench/upstream.ts")
+const floor = await startScript("bench/floor.ts", { UPSTREAM_URL: upstream.url })
+const gateway = await startGateway(upstream.url)
+const v1 = `${gateway.base}/v1`
 console.log(
-  `${sequential} sequential requests per case for latency, ${concurrentTotal} with ${inFlight} in flight for throughput; ${availableParallelism()} CPUs`
+  `gateway bench: ${sequential} sequential requests per case for latency, ${concurrentTotal} for each throughput; ${availableParallelism()} CPUs, Node ${process.version}`
 )
+
+const createSession = async (base: string, id: string) => {
+  const r = await request(`${base}/api/sessions`, {
+    method: "POST",
+    dispatcher,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ id, concept: "benchmark" })
+  })
+  await r.body.text()
+  if (r.statusCode >= 300) throw new Error(`creating session ${id}: ${r.statusCode}`)
+}
+
 for (const stream of [false, true]) {
-  const base = await latencies(cases[0]!.run(stream))
-  const baseRps = await throughput(cases[0]!.run(stream))
-  for (const c of cases) {
-    const first = c === cases[0]
-    const lat = first ? base : await latencies(c.run(stream))
-    const rps = first ? baseRps : await throughput(c.run(stream))
-    const added = first
-      ? ""
-      : `, added p50 ${(quantile(lat, 0.5) - quantile(base, 0.5)).toFixed(2)} ms, p99 ${(quantile(lat, 0.99) - quantile(base, 0.99)).toFixed(2)} ms`
+  const kind = stream ? "stream" : "json  "
+  const direct = await latencies(sequential, () => call(upstream.url, stream))
+  const directRps = [
+    await throughput(8, () => call(upstream.url, stream)),
+    await throughput(64, () => call(upstream.url, stream))
+  ]
+  const added = (lat: ReadonlyArray<number>) => ({
+    p50: quantile(lat, 0.5) - quantile(direct, 0.5),
+    p99: quantile(lat, 0.99) - quantile(direct, 0.99)
+  })
+  console.log(
+    `${kind} direct (upstream itself)        p50 ${ms(quantile(direct, 0.5))}, p99 ${ms(quantile(direct, 0.99))}; ${directRps[0]!.toFixed(0)} req/s with 8 in flight, ${directRps[1]!.toFixed(0)} with 64`
+  )
+  let floorAdded = { p50: 0, p99: 0 }
+  for (const [name, base] of [
+    ["floor (bare Node proxy)", floor.url],
+    ["gateway proxy (no session)", v1]
+  ] as const) {
+    const lat = await latencies(sequential, () => call(base, stream))
+    const rps = [
+      await throughput(8, () => call(base, stream)),
+      await throughput(64, () => call(base, stream))
+    ]
+    const a = added(lat)
+    if (base === floor.url) floorAdded = a
+    const vsFloor =
+      base === floor.url ? "" : ` (${(a.p50 / Math.max(floorAdded.p50, 0.001)).toFixed(1)}x the floor's)`
     console.log(
-      `${stream ? "stream" : "json  "} ${c.name.padEnd(36)} p50 ${quantile(lat, 0.5).toFixed(2)} ms, p99 ${quantile(lat, 0.99).toFixed(2)} ms${added}; ${rps.toFixed(0)} req/s (${(rps / baseRps).toFixed(2)}x the baseline)`
+      `${kind} ${name.padEnd(32)} added p50 ${ms(a.p50)}${vsFloor}, p99 ${ms(a.p99)}; 8 in flight ${(rps[0]! / directRps[0]!).toFixed(2)}x direct, 64 in flight ${(rps[1]! / directRps[1]!).toFixed(2)}x direct`
     )
   }
+  // A warm session of 200 turns; each measured request is one more turn.
+  const session = `bench-${stream ? "stream" : "json"}`
+  await createSession(gateway.base, session)
+  for (let i = 0; i < 200; i++) await call(v1, stream, session, `Turn ${i}: what is a token budget?`)
+  let turn = 200
+  const lat = await latencies(Math.max(20, rounds * 10), () =>
+    call(v1, stream, session, `Turn ${turn++}: what is a token budget?`)
+  )
+  const a = added(lat)
+  console.log(
+    `${kind} gateway session (200 turns, warm)  added p50 ${ms(a.p50)}, p99 ${ms(a.p99)} (record, compile, forward, record; ${turn} turns at the end)`
+  )
 }
-await runtime.dispose()
-await upstream.close()
+
+// Memory: mixed requests over many sessions on a fresh gateway.
+{
+  const smoke = rounds < 5
+  const total = smoke ? 2_000 : 10_000
+  const sessions = total / 10
+  const fresh = await startGateway(upstream.url)
+  const base = `${fresh.base}/v1`
+  for (let s = 0; s < sessions; s++) await createSession(fresh.base, `m-${s}`)
+  let next = 0
+  const mixed = async (until: number) =>
+    Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < until) {
+          const i = next++
+          const stream = i % 2 === 1
+          await (i % 4 < 2 ? call(base, stream, `m-${i % sessions}`, `Question ${i}`) : call(base, stream))
+        }
+      })
+    )
+  await mixed(total / 10)
+  const first = rssOf(fresh.child.pid!)
+  await mixed(total)
+  const last = rssOf(fresh.child.pid!)
+  console.log(
+    `memory: RSS ${first.toFixed(0)} MB after ${total / 10} requests, ${last.toFixed(0)} MB after ${total} (${((last / first - 1) * 100).toFixed(1)}%; ${total} mixed requests over ${sessions} sessions, half in sessions${smoke ? "; smoke run: a fifth of 10,000 over 1,000" : ""})`
+  )
+  await stop(fresh.child)
+}
+
+// Cold start.
+{
+  const runs = 3
+  const gatewayTimes: Array<{ ready: number; firstCompile: number }> = []
+  for (let i = 0; i < runs; i++) {
+    const g = await startGateway(upstream.url)
+    gatewayTimes.push({ ready: g.ready, firstCompile: g.firstCompile })
+    await stop(g.child)
+  }
+  const median = (xs: Array<number>) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+  console.log(
+    `cold start: gateway ready ${ms(median(gatewayTimes.map((t) => t.ready)))}, first compile answered ${ms(median(gatewayTimes.map((t) => t.firstCompile)))} (median of ${runs})`
+  )
+  const data = dataRoot()
+  const cli = join(repoRoot, "apps/cli/dist/ctxo.js")
+  const timeCli = (args: ReadonlyArray<string>) =>
+    median(
+      Array.from({ length: runs }, () => {
+        const start = performance.now()
+        execFileSync(process.execPath, [...args, "compile", "--data", data, "--session", "code-agent-auth"], {
+          cwd: repoRoot,
+          stdio: "ignore"
+        })
+        return performance.now() - start
+      })
+    )
+  if (!existsSync(cli))
+    execFileSync(process.execPath, ["--import", "tsx/esm", "build.ts"], { cwd: join(repoRoot, "apps/cli") })
+  console.log(
+    `cold start: ctxo compile on the example data ${ms(timeCli([cli]))} (the bundled CLI), ${ms(timeCli(["--import", "tsx/esm", "apps/cli/src/main.ts"]))} (pnpm ctxo, through tsx) (median of ${runs})`
+  )
+}
+
+await stop(gateway.child)
+await stop(floor.child)
+await stop(upstream.child)
+await dispatcher.close()
