@@ -257,10 +257,25 @@ const startDeadlines = (d: Deadlines): Effect.Effect<Bound> =>
       })
   })
 
-/** An AbortController for the scope: closing the scope (end, failure, interruption) aborts the request. */
-const abortOnClose = Effect.acquireRelease(
-  Effect.sync(() => new AbortController()),
-  (c) => Effect.sync(() => c.abort())
+/**
+ * A request's abort signal for the scope: closing the scope (failure, interruption, a reader that
+ * stopped early) aborts the request, unless its answer was read to the end (`read` marks it), so a
+ * call that went well costs no abort.
+ */
+interface Call {
+  readonly signal: AbortSignal
+  /** The answer was read to its end: nothing left to abort. */
+  read: boolean
+}
+const abortOnClose = Effect.map(
+  Effect.acquireRelease(
+    Effect.sync(() => ({ controller: new AbortController(), call: { signal: undefined, read: false } })),
+    ({ controller, call }) =>
+      Effect.sync(() => {
+        if (!call.read) controller.abort()
+      })
+  ),
+  ({ controller, call }): Call => Object.assign(call, { signal: controller.signal }) as Call
 )
 
 const protocolError = (reason: string) => new UpstreamError({ kind: "protocol", reason })
@@ -372,7 +387,7 @@ export const make = (
    * Sends one completion request within the deadlines: its status and headers, and an iterator of
    * its body. An error status is read whole and is an `UpstreamError` with the upstream's fields.
    */
-  const send = (body: RawBody, stream: boolean, bound: Bound, signal: AbortSignal) =>
+  const send = (body: RawBody, stream: boolean, bound: Bound, call: Call) =>
     Effect.gen(function* () {
       const response = yield* bound(
         Effect.tryPromise({
@@ -382,16 +397,24 @@ export const make = (
               dispatcher,
               headers,
               body: JSON.stringify({ ...body, stream }),
-              signal
+              signal: call.signal
             }),
           catch: toUpstreamError
         }),
         { data: false }
       )
       const iterator = response.body[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>
-      const read = bound(Effect.tryPromise({ try: () => iterator.next(), catch: toUpstreamError }), {
-        data: true
-      })
+      const read = bound(
+        Effect.tryPromise({
+          try: () =>
+            iterator.next().then((r) => {
+              if (r.done === true) call.read = true
+              return r
+            }),
+          catch: toUpstreamError
+        }),
+        { data: true }
+      )
       if (response.statusCode >= 400) {
         const parts: Array<Uint8Array> = []
         for (;;) {
@@ -416,8 +439,8 @@ export const make = (
     Stream.unwrapScoped(
       Effect.gen(function* () {
         const bound = yield* startDeadlines(deadlines)
-        const controller = yield* abortOnClose
-        const { response, read } = yield* send(body, true, bound, controller.signal)
+        const call = yield* abortOnClose
+        const { response, read } = yield* send(body, true, bound, call)
         const contentType = headerOf(response.headers as IncomingHttpHeaders, "content-type") ?? "none"
         const acc = chunkAccumulator()
         const events = sseSplitter()
@@ -447,7 +470,9 @@ export const make = (
           sentAs.set(chunk, data)
           return Effect.succeed(chunk)
         }
-        // Reads until at least one chunk is complete (or the body ends).
+        // Reads until at least one chunk is complete or the body ends. After `[DONE]` the body is
+        // still read to its end (nothing else is taken from it), so its connection is kept.
+        let sawDone = false
         const next: Effect.Effect<
           ReadonlyArray<Chunk & Record<string, unknown>>,
           Option.Option<UpstreamError>
@@ -463,11 +488,9 @@ export const make = (
             }
             const chunks: Array<Chunk & Record<string, unknown>> = []
             for (const data of datas) {
-              if (data.trim() === "[DONE]") {
-                finished = true
-                break
-              }
-              chunks.push(yield* Effect.mapError(chunkOf(data), Option.some))
+              if (sawDone) break
+              if (data.trim() === "[DONE]") sawDone = true
+              else chunks.push(yield* Effect.mapError(chunkOf(data), Option.some))
             }
             if (chunks.length > 0) return chunks
           }
@@ -490,8 +513,8 @@ export const make = (
     Effect.scoped(
       Effect.gen(function* () {
         const bound = yield* startDeadlines(deadlines)
-        const controller = yield* abortOnClose
-        const { read } = yield* send(body, false, bound, controller.signal)
+        const call = yield* abortOnClose
+        const { read } = yield* send(body, false, bound, call)
         const parts: Array<Uint8Array> = []
         for (;;) {
           const { done, value } = yield* read
