@@ -118,6 +118,7 @@ export const STATUS: {
   PathRefused: 400,
   InvalidRange: 400,
   CorruptFile: 422,
+  HistoryJournalCorrupt: 422,
   StoreIOError: 500,
   InvalidManifest: 422,
   UnresolvedReference: 422,

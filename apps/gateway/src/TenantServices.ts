@@ -2,7 +2,8 @@
  * The store, history and compiler workspace of the request's tenant: each service here forwards to
  * the tenant's store (made on first use, then kept) and the history and workspace over it, so
  * handlers and the agent use `Store`, `HistoryStore` and `Workspace` as if there were one tenant,
- * and a tenant's files, history and turns share one lock per session and one cache.
+ * and a tenant's files, history and turns share one lock per session and one cache. When the layer
+ * is released, every tenant store folds its history journals into messages.json.
  */
 import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
@@ -10,13 +11,27 @@ import * as Store from "@ctxo/store/Store"
 import { Context, Effect, FiberRef, Layer } from "effect"
 import { CurrentTenant, Tenancy } from "./Tenancy.ts"
 
-/** One store per tenant root (made on first use, then kept): its lock and cache are the tenant's. */
+/** How long a release waits for the stores to fold their journals (what is not folded is read as the journal). */
+const FLUSH_TIMEOUT = "5 seconds"
+
+/**
+ * One store per tenant root (made on first use, then kept): its lock and cache are the tenant's.
+ * Each is flushed (its journals folded) when the scope closes.
+ */
 const perTenantStore = Effect.gen(function* () {
   const tenancy = yield* Tenancy
   const made = new Map<
     string,
     { store: Store.Service; history: HistoryStore.Service; workspace: Workspace.Service }
   >()
+  yield* Effect.addFinalizer(() =>
+    Effect.forEach(made.values(), (s) => s.store.flush, { discard: true, concurrency: "unbounded" }).pipe(
+      // Interruptible inside the release, so the timeout can end it.
+      Effect.interruptible,
+      Effect.timeout(FLUSH_TIMEOUT),
+      Effect.ignore
+    )
+  )
   return Effect.map(FiberRef.get(CurrentTenant), (tenant) => {
     let services = made.get(tenant)
     if (services === undefined) {
@@ -32,7 +47,7 @@ export const layer: Layer.Layer<
   Store.Store | HistoryStore.HistoryStore | Workspace.Workspace,
   never,
   Tenancy
-> = Layer.effectContext(
+> = Layer.scopedContext(
   Effect.gen(function* () {
     const tenancy = yield* Tenancy
     const current = yield* perTenantStore
@@ -60,6 +75,8 @@ export const layer: Layer.Layer<
       list: (scope, id) => Effect.flatMap(store, (s) => s.list(scope, id)),
       readHistory: (id) => Effect.flatMap(store, (s) => s.readHistory(id)),
       writeHistory: (id, text) => Effect.flatMap(store, (s) => s.writeHistory(id, text)),
+      readHistoryJson: (id) => Effect.flatMap(store, (s) => s.readHistoryJson(id)),
+      updateHistory: (id, f) => Effect.flatMap(store, (s) => s.updateHistory(id, f)),
       writeToolResult: (id, callId, text) =>
         Effect.flatMap(store, (s) => s.writeToolResult(id, callId, text)),
       readToolResult: (id, callId) => Effect.flatMap(store, (s) => s.readToolResult(id, callId)),
@@ -76,7 +93,8 @@ export const layer: Layer.Layer<
       listRuns: (id) => Effect.flatMap(store, (s) => s.listRuns(id)),
       listDistributions: Effect.flatMap(store, (s) => s.listDistributions),
       putDistribution: (distribution) => Effect.flatMap(store, (s) => s.putDistribution(distribution)),
-      cleanTemporaryFiles: Effect.flatMap(store, (s) => s.cleanTemporaryFiles)
+      cleanTemporaryFiles: Effect.flatMap(store, (s) => s.cleanTemporaryFiles),
+      flush: Effect.flatMap(store, (s) => s.flush)
     }
     const historyService: HistoryStore.Service = {
       load: (id) => Effect.flatMap(history, (h) => h.load(id)),

@@ -1,9 +1,11 @@
 /**
  * A data root held in memory, with the same naming rules, refusals, versions and per-session lock
- * as the store on disk: the replay harness, stateless compiles and tests use it.
+ * as the store on disk: the replay harness, stateless compiles and tests use it. History has no
+ * journal here: a change is applied to messages.json's text at once.
  */
 import { Effect, Either, Layer } from "effect"
-import { contentOf, nextText, versionCheck, versionOf } from "./internal/fileEdits.ts"
+import { applyPatch, foldJournal, type HistoryPatch } from "./HistoryJournal.ts"
+import { contentOf, nextText, readRefusal, versionCheck, versionOf } from "./internal/fileEdits.ts"
 import {
   checkPath,
   checkSessionId,
@@ -30,6 +32,7 @@ import { decodeRun, type EnhancedState } from "./Runs.ts"
 import type { FileInfo, Service } from "./Store.ts"
 import { newRecord, patchRecord, Store, sessionLocks, withDistribution } from "./Store.ts"
 import {
+  CorruptFile,
   FileNotFound,
   PathRefused,
   RunNotFound,
@@ -84,7 +87,31 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
       const clean = yield* cleanFor(scope, path)
       if (scope === "global") return global.get(clean)
       yield* checkSessionId(sessionId)
+      const refused = readRefusal(clean)
+      if (refused !== undefined) return yield* refused
       return sessions.get(sessionId)?.files.get(clean)?.text
+    })
+  // Each session's history decoded once per text (the JSON handed out is the same object meanwhile).
+  const histories = new Map<string, { readonly text: string; readonly json: unknown }>()
+  const historyJson = (sessionId: string) =>
+    Effect.gen(function* () {
+      const text = yield* read("session", sessionId, HISTORY_FILE)
+      if (text === undefined) return undefined
+      const hit = histories.get(sessionId)
+      if (hit?.text === text) return hit.json
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(text)
+      } catch (e) {
+        const reason = e instanceof Error ? e.message.replace(/\s+/g, " ").slice(0, 120) : "syntax error"
+        return yield* new CorruptFile({
+          path: `${sessionId}/${HISTORY_FILE}`,
+          reason: `(root): not valid JSON (${reason})`
+        })
+      }
+      const json = Either.getOrThrow(foldJournal(parsed, [])).json
+      histories.set(sessionId, { text, json })
+      return json
     })
   const put = (sessionId: string, path: string, text: string) =>
     Effect.map(sessionOf(sessionId), (s) => {
@@ -124,7 +151,12 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
     deleteSession: (id) =>
       withSessionLock(
         id,
-        Effect.flatMap(sessionOf(id), () => Effect.sync(() => void sessions.delete(id)))
+        Effect.flatMap(sessionOf(id), () =>
+          Effect.sync(() => {
+            sessions.delete(id)
+            histories.delete(id)
+          })
+        )
       ),
     listFiles: (sessionId) =>
       Effect.map(sessionOf(sessionId), (s) =>
@@ -142,6 +174,8 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
                 global.has(clean) ? { text: global.get(clean)!, at: new Date(0).toISOString() } : undefined
               )
             : Effect.map(sessionOf(sessionId), (s) => s.files.get(clean))
+        const refused = sessionId === undefined ? undefined : readRefusal(clean)
+        if (refused !== undefined) return yield* refused
         const file = yield* entry
         if (file === undefined) return yield* new FileNotFound({ path: clean })
         return yield* fromEither(contentOf(clean, file.text, file.at, range))
@@ -186,6 +220,30 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
         : Effect.map(checkSessionId(sessionId), (id) => [...(sessions.get(id)?.files.keys() ?? [])].sort()),
     readHistory: (sessionId) => read("session", sessionId, HISTORY_FILE),
     writeHistory: (sessionId, text) => withSessionLock(sessionId, put(sessionId, HISTORY_FILE, text)),
+    readHistoryJson: historyJson,
+    updateHistory: <A, E>(
+      sessionId: string,
+      f: (json: unknown) => Effect.Effect<readonly [A, HistoryPatch | undefined], E>
+    ) =>
+      withSessionLock(
+        sessionId,
+        Effect.gen(function* () {
+          yield* checkSessionId(sessionId)
+          const json = yield* historyJson(sessionId)
+          const [value, patch] = yield* f(json)
+          yield* sessionOf(sessionId)
+          if (patch === undefined) return [value, json] as const
+          // The patch as a reader of its JSON text would get it, applied.
+          const applied = applyPatch(json, JSON.parse(JSON.stringify(patch)))
+          if (Either.isLeft(applied))
+            return yield* Effect.dieMessage(`history patch of ${sessionId} does not fit: ${applied.left}`)
+          const next = applied.right
+          const text = jsonText(next)
+          yield* put(sessionId, HISTORY_FILE, text)
+          histories.set(sessionId, { text, json: next })
+          return [value, next as unknown] as const
+        })
+      ),
     writeToolResult: (sessionId, callId, text) =>
       withSessionLock(
         sessionId,
@@ -255,7 +313,8 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
       Effect.sync(() => {
         distributions = withDistribution(distributions, distribution)
       }),
-    cleanTemporaryFiles: Effect.succeed(0)
+    cleanTemporaryFiles: Effect.succeed(0),
+    flush: Effect.void
   }
   return service
 }

@@ -12,6 +12,8 @@
  *                                            dot file
  *   <root>/<sessionId>/...                   a session's files
  *   <root>/<sessionId>/messages.json         its history (written by the history recorder)
+ *   <root>/<sessionId>/messages.journal      the changes recorded since messages.json was last
+ *                                            written whole (`HistoryJournal.ts`), read as part of it
  *   <root>/<sessionId>/tool-results/<id>.json  full tool results (written by the recorder)
  *   <root>/<sessionId>/context-config.json   its compile manifest
  *   <root>/<sessionId>/tasks.json            its tasks (written by the task API, under the lock)
@@ -45,6 +47,11 @@ export const ROOT_INDEX_FILES: ReadonlyArray<string> = [
 ]
 export const isRootIndexFile = (name: string): boolean => ROOT_INDEX_FILES.includes(name)
 export const HISTORY_FILE = "messages.json"
+/**
+ * A session's history journal: one line per recorded change since messages.json was last written
+ * whole (`HistoryJournal.ts`). It is read as part of messages.json; nobody reads or writes it by name.
+ */
+export const HISTORY_JOURNAL = "messages.journal"
 export const MANIFEST_FILE = "context-config.json"
 /** A session's tasks: a JSON array (`Task` in Store.ts), written by the task API. */
 export const TASKS_FILE = "tasks.json"
@@ -77,13 +84,14 @@ export const toolResultPath = (callId: string): string =>
 /**
  * Files of a session that control how it is compiled, recorded and what it is asked to do (its
  * tasks). The model's tools may not write them unless the session's manifest allows it;
- * `messages.json` and `tool-results/` are written by the history recorder only.
+ * `messages.json`, `messages.journal` and `tool-results/` are written by the history recorder only.
  */
 export const isControlFile = (path: string): boolean =>
   path === MANIFEST_FILE ||
   path === TASKS_FILE ||
   path === MEMORY_FILE ||
   path === HISTORY_FILE ||
+  path === HISTORY_JOURNAL ||
   path === TOOL_RESULTS_DIR ||
   path.startsWith(`${TOOL_RESULTS_DIR}/`) ||
   path === RUNS_DIR ||
@@ -92,6 +100,7 @@ export const isControlFile = (path: string): boolean =>
 /** Files only the history recorder (and, for `runs/`, the orchestrator) writes. */
 export const isHistoryFile = (path: string): boolean =>
   path === HISTORY_FILE ||
+  path === HISTORY_JOURNAL ||
   path === TOOL_RESULTS_DIR ||
   path.startsWith(`${TOOL_RESULTS_DIR}/`) ||
   path === RUNS_DIR ||

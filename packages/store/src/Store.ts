@@ -33,8 +33,18 @@
 import type { Dirent } from "node:fs"
 import { cp, lstat, mkdir, readdir, realpath, rm, stat } from "node:fs/promises"
 import { basename, dirname, join, relative, resolve, sep } from "node:path"
+import type { Scope as EffectScope } from "effect"
 import { Context, Effect, Either, FiberRef, HashSet, Layer, Schema } from "effect"
-import { contentOf, nextText, versionCheck, versionOf, writeRefusal } from "./internal/fileEdits.ts"
+import type { HistoryPatch } from "./HistoryJournal.ts"
+import {
+  contentOf,
+  nextText,
+  readRefusal,
+  versionCheck,
+  versionOf,
+  writeRefusal
+} from "./internal/fileEdits.ts"
+import { type JournalOptions, makeJournalFiles } from "./internal/journalFiles.ts"
 import {
   errnoOf,
   isInside,
@@ -51,6 +61,7 @@ import {
   DISTRIBUTIONS_FILE,
   GLOBAL_MEMORY_FILE,
   HISTORY_FILE,
+  HISTORY_JOURNAL,
   INDEX_FILE,
   isHistoryFile,
   isRootIndexFile,
@@ -194,9 +205,29 @@ export interface Service {
   readonly list: (scope: Scope, sessionId: string) => Effect.Effect<ReadonlyArray<string>, StoreError>
 
   // --- history: the recorder's files (the layout is the store's)
+  /** messages.json's text, its journal folded in (undefined: no history). */
   readonly readHistory: (sessionId: string) => Effect.Effect<string | undefined, StoreError>
-  /** Writes messages.json atomically; the session's directory must exist (a deleted one stays gone). */
+  /**
+   * Replaces messages.json whole, atomically (its journal folded first); the session's directory
+   * must exist (a deleted one stays gone).
+   */
   readonly writeHistory: (sessionId: string, text: string) => Effect.Effect<void, StoreError>
+  /**
+   * The history as JSON: messages.json with its journal folded in, without the journal's
+   * bookkeeping (`journalSeq`); undefined when the session has none. The same object while the
+   * files are unchanged.
+   */
+  readonly readHistoryJson: (sessionId: string) => Effect.Effect<unknown, StoreError>
+  /**
+   * Changes the history under the session's lock: `f` gets what `readHistoryJson` gives and returns
+   * a value and the change (undefined: none). On disk the change is one record appended to
+   * messages.journal, on disk (fdatasync) before this returns; the session must exist. Returns
+   * `f`'s value and the JSON after the change.
+   */
+  readonly updateHistory: <A, E>(
+    sessionId: string,
+    f: (json: unknown) => Effect.Effect<readonly [A, HistoryPatch | undefined], E>
+  ) => Effect.Effect<readonly [A, unknown], E | StoreError>
   /** Keeps a full tool result; returns its path relative to the session. */
   readonly writeToolResult: (
     sessionId: string,
@@ -250,6 +281,12 @@ export interface Service {
 
   /** Removes temporary files that interrupted writes left; the number removed. */
   readonly cleanTemporaryFiles: Effect.Effect<number, StoreError>
+  /**
+   * Folds every history journal this store knows of into its messages.json, after the folds under
+   * way (the store's layer does it when released). Nothing is lost without it: a journal is read
+   * as part of messages.json.
+   */
+  readonly flush: Effect.Effect<void>
 }
 
 export class Store extends Context.Tag("@ctxo/store/Store")<Store, Service>() {}
@@ -331,8 +368,13 @@ export const sessionLocks = (storeKey: string) => {
     })
 }
 
+export interface StoreOptions {
+  /** When a session's history journal is folded into messages.json. */
+  readonly journal?: JournalOptions
+}
+
 /** The store for a data root (created if missing). */
-export const makeUnsafe = (rootDir: string): Service => {
+export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service => {
   const root = resolve(rootDir)
   // Paths inside messages are relative to the root: an error never shows the server's folders.
   const shown = (path: string) => {
@@ -499,7 +541,13 @@ export const makeUnsafe = (rootDir: string): Service => {
   const readChecked = (scope: Scope, sessionId: string, path: string) =>
     Effect.gen(function* () {
       const clean = yield* cleanFor(scope, path)
-      if (scope === "session") yield* checkSessionId(sessionId)
+      if (scope === "session") {
+        yield* checkSessionId(sessionId)
+        const refused = readRefusal(clean)
+        if (refused !== undefined) return yield* refused
+        // The history is messages.json with its journal folded in, however it is asked for.
+        if (clean === HISTORY_FILE) return yield* history.readText(sessionId)
+      }
       const key = `${scope}\u0000${sessionId}\u0000${clean}`
       const seen = known.get(key)
       // The same inode, unchanged, is the file already proven to be inside: one stat.
@@ -539,6 +587,12 @@ export const makeUnsafe = (rootDir: string): Service => {
         const full = join(entry.parentPath, entry.name)
         const rel = relative(dir, full).split(sep).join("/")
         if (rel.split("/").some((s) => s.startsWith("."))) continue
+        // The journal is part of messages.json (a session with a journal alone has its history).
+        if (rel === HISTORY_JOURNAL) {
+          if (!entries.some((e) => e.parentPath === entry.parentPath && e.name === HISTORY_FILE))
+            files.push(HISTORY_FILE)
+          continue
+        }
         if (entry.isFile()) files.push(rel)
         else if (entry.isSymbolicLink()) {
           // A link is listed when the file it leads to is one the session may read.
@@ -572,14 +626,21 @@ export const makeUnsafe = (rootDir: string): Service => {
       return { clean, text }
     })
   const modifiedAtOf = (sessionId: string | undefined, clean: string) =>
-    Effect.flatMap(ready, (base) =>
-      Effect.promise(() =>
-        stat(sessionId === undefined ? join(base, clean) : join(base, sessionId, clean)).then(
-          (s) => s.mtime.toISOString(),
-          () => new Date(0).toISOString()
+    Effect.flatMap(ready, (base) => {
+      const mtimeOf = (file: string) =>
+        stat(file).then(
+          (s) => s.mtimeMs,
+          () => 0
         )
-      )
-    )
+      // The history changes in its journal too: the later of the two.
+      const times =
+        sessionId === undefined
+          ? [mtimeOf(join(base, clean))]
+          : clean === HISTORY_FILE
+            ? [mtimeOf(join(base, sessionId, clean)), mtimeOf(join(base, sessionId, HISTORY_JOURNAL))]
+            : [mtimeOf(join(base, sessionId, clean))]
+      return Effect.promise(() => Promise.all(times).then((ms) => new Date(Math.max(...ms)).toISOString()))
+    })
   const infoOf = (sessionId: string, clean: string, content: string) =>
     Effect.map(
       modifiedAtOf(sessionId, clean),
@@ -609,6 +670,18 @@ export const makeUnsafe = (rootDir: string): Service => {
       known.delete(`session\u0000${sessionId}\u0000${clean}`)
     })
 
+  const history = makeJournalFiles(
+    {
+      ready,
+      allowed: (base, sessionId) => allowedFor(base, "session", sessionId),
+      withSessionLock,
+      withoutLocks: (effect) => Effect.locally(effect, heldLocks, HashSet.empty()),
+      writeSessionFile,
+      io
+    },
+    options.journal
+  )
+
   const service: Service = {
     root,
     scope: Effect.succeed(root),
@@ -635,8 +708,10 @@ export const makeUnsafe = (rootDir: string): Service => {
             if (existing !== undefined && !existing.isDirectory())
               return yield* new PathRefused({ path: id, reason: "a file of the data root has this name" })
             // A folder without a record is what a deleted session left: the new one starts empty.
-            if (existing !== undefined)
+            if (existing !== undefined) {
               yield* attempt(dir, "create", () => rm(dir, { recursive: true, force: true }))
+              history.forget(id)
+            }
             yield* attempt(dir, "create", () => mkdir(dir))
             const record = newRecord(id, input.concept, input.metadata, new Date().toISOString())
             yield* writeIndex([...records, record])
@@ -671,6 +746,7 @@ export const makeUnsafe = (rootDir: string): Service => {
             yield* writeIndex(records.filter((r) => r.id !== id))
             yield* attempt(id, "delete", () => rm(sessionBase(base, id), { recursive: true, force: true }))
             for (const key of known.keys()) if (key.startsWith(`session\u0000${id}\u0000`)) known.delete(key)
+            history.forget(id)
           })
         )
       ),
@@ -752,11 +828,9 @@ export const makeUnsafe = (rootDir: string): Service => {
       Effect.forEach(paths, (path) => readChecked(scope, sessionId, path), { concurrency: 16 }),
     list: (scope, sessionId) => (scope === "global" ? listGlobal : listSession(sessionId)),
     readHistory: (sessionId) => readChecked("session", sessionId, HISTORY_FILE),
-    writeHistory: (sessionId, text) =>
-      withSessionLock(
-        sessionId,
-        Effect.flatMap(checkSessionId(sessionId), () => writeSessionFile(sessionId, HISTORY_FILE, text))
-      ),
+    writeHistory: history.writeWhole,
+    readHistoryJson: (sessionId) => Effect.zipRight(checkSessionId(sessionId), history.readJson(sessionId)),
+    updateHistory: history.update,
     writeToolResult: (sessionId, callId, text) =>
       withSessionLock(
         sessionId,
@@ -862,14 +936,30 @@ export const makeUnsafe = (rootDir: string): Service => {
         removed++
       }
       return removed
-    })
+    }),
+    flush: history.flush
   }
   return service
 }
 
-export const make = (root: string): Effect.Effect<Service> => Effect.sync(() => makeUnsafe(root))
+export const make = (root: string, options?: StoreOptions): Effect.Effect<Service> =>
+  Effect.sync(() => makeUnsafe(root, options))
 
-export const layer = (root: string): Layer.Layer<Store> => Layer.sync(Store, () => makeUnsafe(root))
+/** How long a store being released waits to fold its journals (a fold not done is read as the journal). */
+const FLUSH_TIMEOUT = "5 seconds"
+
+/** A store whose history journals are folded into messages.json when its scope closes. */
+export const makeScoped = (
+  root: string,
+  options?: StoreOptions
+): Effect.Effect<Service, never, EffectScope.Scope> =>
+  Effect.acquireRelease(make(root, options), (store) =>
+    // Interruptible inside the release, so the timeout can end it.
+    store.flush.pipe(Effect.interruptible, Effect.timeout(FLUSH_TIMEOUT), Effect.ignore)
+  )
+
+export const layer = (root: string, options?: StoreOptions): Layer.Layer<Store> =>
+  Layer.scoped(Store, makeScoped(root, options))
 
 /**
  * Copies `from` (an example data root) into `root` when `root` has no sessions.json yet: the

@@ -100,6 +100,19 @@ export class CorruptFile extends Schema.TaggedError<CorruptFile>("@ctxo/store/Co
   }
 }
 
+/**
+ * A session's history journal (`messages.journal`) with a bad record that is not its last line (a
+ * torn last line is what a crash leaves, and is left out). Names the file and the line; nothing is
+ * changed. The lines before it are good records; the rest is for a person to repair.
+ */
+export class HistoryJournalCorrupt extends Schema.TaggedError<HistoryJournalCorrupt>(
+  "@ctxo/store/HistoryJournalCorrupt"
+)("HistoryJournalCorrupt", { path: Schema.String, line: Schema.Int, reason: Schema.String }) {
+  override get message() {
+    return clipSentence(`History journal ${this.path} is corrupt at line ${this.line}: ${this.reason}`)
+  }
+}
+
 export type StoreError =
   | SessionNotFound
   | RunNotFound
@@ -109,4 +122,5 @@ export type StoreError =
   | VersionConflict
   | InvalidRange
   | CorruptFile
+  | HistoryJournalCorrupt
   | StoreIOError

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { diffHistory } from "../src/HistoryJournal.ts"
 import * as MemoryStore from "../src/MemoryStore.ts"
 import type { EnhancedState } from "../src/Runs.ts"
 import * as Store from "../src/Store.ts"
@@ -81,6 +82,45 @@ describe.each(stores)("the %s store", (_, make) => {
     await run(store.deleteFile("s", "context-config.json", v))
     expect((await fail(store.readFile("s", "context-config.json")))._tag).toBe("FileNotFound")
   })
+  it("history: each change read back whole, as JSON and as messages.json's text; no journal by name", async () => {
+    const store = make()
+    await run(store.createSession({ id: "s", concept: "" }))
+    type Doc = {
+      readonly format: string
+      readonly messages: ReadonlyArray<unknown>
+      readonly compression: []
+    }
+    const to = (next: Doc) =>
+      store.updateHistory("s", (json) =>
+        Effect.succeed([next, diffHistory(json as Doc | undefined, next)] as const)
+      )
+    expect(await run(store.readHistoryJson("s"))).toBeUndefined()
+    const one: Doc = { format: "ctxo.history/v1", messages: [{ id: "a" }], compression: [] }
+    const [, afterOne] = await run(to(one))
+    expect(afterOne).toEqual(one)
+    const two: Doc = { ...one, messages: [...one.messages, { id: "b" }] }
+    await run(to(two))
+    expect(await run(store.readHistoryJson("s"))).toEqual(two)
+    expect(JSON.parse((await run(store.readHistory("s")))!)).toMatchObject(two)
+    expect(JSON.parse((await run(store.readFile("s", "messages.json"))).content)).toMatchObject(two)
+    expect((await run(store.listFiles("s"))).map((f) => f.path)).toEqual(["messages.json"])
+    // No change: nothing written, f's value back.
+    const [same] = await run(store.updateHistory("s", () => Effect.succeed(["kept", undefined] as const)))
+    expect(same).toBe("kept")
+    expect(await run(store.readHistoryJson("s"))).toEqual(two)
+    expect(
+      (await fail(store.updateHistory("gone", () => Effect.succeed([0, undefined] as const))))._tag
+    ).toBe("SessionNotFound")
+    // The journal is part of messages.json: not read, written or deleted by name.
+    expect((await fail(store.readFile("s", "messages.journal")))._tag).toBe("PathRefused")
+    expect((await fail(store.read("session", "s", "messages.journal")))._tag).toBe("PathRefused")
+    expect((await fail(store.writeFile("s", "messages.journal", "x")))._tag).toBe("PathRefused")
+    expect((await fail(store.deleteFile("s", "messages.journal")))._tag).toBe("PathRefused")
+    // A history written whole replaces the journal's.
+    await run(store.writeHistory("s", "[]"))
+    expect(await run(store.readHistoryJson("s"))).toEqual([])
+  })
+
   it("keeps a run's state: read back whole, listed, refused to the files API, unknown and corrupt named", async () => {
     const store = make()
     await run(store.createSession({ id: "s", concept: "" }))

@@ -5,7 +5,7 @@
  */
 import { createHash } from "node:crypto"
 import { Either } from "effect"
-import { isControlFile, isHistoryFile } from "../Paths.ts"
+import { HISTORY_JOURNAL, isControlFile, isHistoryFile } from "../Paths.ts"
 import { InvalidRange, PathRefused, VersionConflict } from "../StoreErrors.ts"
 
 /** A version is the first 16 hex digits of the SHA-256 of the content. */
@@ -32,7 +32,7 @@ export const writeRefusal = (clean: string, options: EditOptions): PathRefused |
     ? new PathRefused({
         path: clean,
         reason:
-          "messages.json and tool-results/ are written by the history recorder (chat), runs/ by the orchestrator (runs)"
+          "messages.json, messages.journal and tool-results/ are written by the history recorder (chat), runs/ by the orchestrator (runs)"
       })
     : options.actor === "model" && isControlFile(clean) && options.allowControlFiles !== true
       ? new PathRefused({
@@ -41,6 +41,15 @@ export const writeRefusal = (clean: string, options: EditOptions): PathRefused |
             "the model's tools may not write the session's control files (allow it with agent.writeControlFiles in context-config.json)"
         })
       : undefined
+
+/** Why `clean` may not be read by name: the history journal is read as part of messages.json. */
+export const readRefusal = (clean: string): PathRefused | undefined =>
+  clean === HISTORY_JOURNAL
+    ? new PathRefused({
+        path: clean,
+        reason: "the history journal is part of messages.json: read messages.json"
+      })
+    : undefined
 
 /** The version check of a write or a deletion ("" = the file must not exist). */
 export const versionCheck = (

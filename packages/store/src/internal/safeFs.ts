@@ -50,7 +50,14 @@ export type ReadResult =
   | { readonly _tag: "Missing" }
   | { readonly _tag: "Outside" }
   | { readonly _tag: "NotFile" }
-  | { readonly _tag: "Read"; readonly text: string; readonly stamp: string; readonly real: string }
+  | {
+      readonly _tag: "Read"
+      readonly text: string
+      readonly stamp: string
+      readonly real: string
+      readonly ino: number
+      readonly size: number
+    }
 
 /** Opens `path`, checks where the opened file is with `allowed`, and reads it. */
 export const readInside = async (path: string, allowed: (real: string) => boolean): Promise<ReadResult> => {
@@ -71,7 +78,7 @@ export const readInside = async (path: string, allowed: (real: string) => boolea
     const info = await handle.stat()
     if (!info.isFile()) return { _tag: "NotFile" }
     const text = await handle.readFile("utf8")
-    return { _tag: "Read", text, stamp: stampOf(info), real }
+    return { _tag: "Read", text, stamp: stampOf(info), real, ino: info.ino, size: info.size }
   } finally {
     await handle.close()
   }
@@ -188,6 +195,27 @@ export const writeInside = async (
   } catch (e) {
     await rm(temp, { force: true }).catch(() => {})
     throw e
+  } finally {
+    await dir.close()
+  }
+}
+
+/**
+ * Opens `base/name` (a file directly in `base`, created when missing) for appending, through the
+ * opened and checked directory; a symlink at the name is refused (`ELOOP`), never followed.
+ */
+export const openForAppend = async (
+  base: string,
+  name: string,
+  allowed: (real: string) => boolean
+): Promise<FileHandle> => {
+  const dir = await openDirs(base, [], allowed, false)
+  try {
+    return await open(
+      join(dir.path, name),
+      constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW,
+      0o644
+    )
   } finally {
     await dir.close()
   }

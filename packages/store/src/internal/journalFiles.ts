@@ -1,0 +1,571 @@
+/**
+ * The file store's history: `messages.json` and its journal `messages.journal` (the format is
+ * `HistoryJournal.ts`), one owner per store.
+ *
+ * - A change is one record appended to the journal under the session's lock, then made durable
+ *   with one fdatasync outside it: changes of the same journal that arrive while an fdatasync runs
+ *   share the next one (group commit). The caller is answered once its record is on disk.
+ * - What a session holds is kept in memory with the stamps (device, inode, time, size) of both
+ *   files: while neither changed, reading it is two `stat`s. Another process appending or folding
+ *   changes a stamp, and the files are read again (the journal first, then messages.json, so a
+ *   fold between the two reads shows as records messages.json already holds).
+ * - A torn last line is left out when read and cut off before the next append.
+ * - A fold writes the whole document into messages.json (atomically, with `journalSeq`, the last
+ *   record it holds), then removes the journal. It runs in the background once the journal passes
+ *   `foldRecords` or `foldBytes`, under the session's lock (after the turn that holds it), one fold
+ *   at a time, and for every journal when the store is flushed (released).
+ */
+import type { FileHandle } from "node:fs/promises"
+import { stat } from "node:fs/promises"
+import { join } from "node:path"
+import { Cause, Deferred, Effect, Either, FiberId } from "effect"
+import {
+  applyPatch,
+  foldJournal,
+  type HistoryPatch,
+  type JournalLines,
+  type JournalProblem,
+  readJournal,
+  recordLine,
+  withJournalSeq
+} from "../HistoryJournal.ts"
+import { checkSessionId, HISTORY_FILE, HISTORY_JOURNAL } from "../Paths.ts"
+import { jsonText } from "../Records.ts"
+import {
+  CorruptFile,
+  HistoryJournalCorrupt,
+  PathRefused,
+  SessionNotFound,
+  type StoreError
+} from "../StoreErrors.ts"
+import {
+  errnoOf,
+  OutsideError,
+  openForAppend,
+  type ReadResult,
+  readInside,
+  stampNow,
+  stampOf,
+  unlinkInside
+} from "./safeFs.ts"
+
+export interface JournalOptions {
+  /** A journal with this many records is folded into messages.json (default 256). */
+  readonly foldRecords?: number
+  /** A journal of this many bytes is folded into messages.json (default 1 MiB). */
+  readonly foldBytes?: number
+}
+
+export const DEFAULT_FOLD_RECORDS = 256
+export const DEFAULT_FOLD_BYTES = 1024 * 1024
+
+/** What the store lends: its root, rules, lock and atomic writes. */
+export interface JournalDeps {
+  readonly ready: Effect.Effect<string, StoreError>
+  /** Where a session's files may really be (its directory, checked on the opened file). */
+  readonly allowed: (base: string, sessionId: string) => (real: string) => boolean
+  readonly withSessionLock: <A, E, R>(
+    sessionId: string,
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E, R>
+  /** `effect` as a fiber that holds no session lock (a fold forked from a turn waits for the turn's). */
+  readonly withoutLocks: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** An atomic write of a file of an existing session (SessionNotFound when its directory is gone). */
+  readonly writeSessionFile: (
+    sessionId: string,
+    clean: string,
+    text: string
+  ) => Effect.Effect<void, StoreError>
+  readonly io: (path: string, operation: string) => (e: unknown) => StoreError
+}
+
+/** What a session's history files hold, as read (or as this store last wrote them). */
+interface HistoryState {
+  readonly stampM: string | undefined
+  readonly stampJ: string | undefined
+  /** The journal's inode; undefined when there is no journal. */
+  readonly journalIno: number | undefined
+  /** Records of the journal that messages.json does not hold yet (what a fold writes). */
+  readonly records: number
+  /** The journal's bytes up to its last good record; its size, more when a torn line follows. */
+  readonly validBytes: number
+  readonly journalBytes: number
+  /** The document (undefined: no history) without `journalSeq`, and the last record it holds. */
+  readonly current: () => Either.Either<{ readonly json: unknown; readonly seq: number }, StoreError>
+  /** messages.json's text as a fold would write it now (undefined: no history). */
+  readonly text: () => string | undefined
+}
+
+const memo = <A>(f: () => A): (() => A) => {
+  let done = false
+  let value: A
+  return () => {
+    if (!done) {
+      value = f()
+      done = true
+    }
+    return value
+  }
+}
+
+/**
+ * A journal file's durability: records written (`written`) and known to be on disk (`durable`),
+ * and the one fdatasync running. Its handle is open while an append uses it or waits on it.
+ */
+class JournalFile {
+  handle: FileHandle | undefined = undefined
+  written: number
+  private durable: number
+  private refs = 0
+  private running: Promise<void> | undefined = undefined
+  private failure: { readonly error: unknown } | undefined = undefined
+  constructor(
+    readonly ino: number,
+    seq: number
+  ) {
+    this.written = seq
+    this.durable = seq
+  }
+  use(handle: FileHandle) {
+    this.handle = handle
+  }
+  acquire() {
+    this.refs++
+  }
+  release() {
+    this.refs--
+    this.closeIfIdle()
+  }
+  /** Records up to `seq` are on disk by other means (a fold wrote them into messages.json). */
+  settle(seq: number) {
+    this.durable = Math.max(this.durable, seq)
+  }
+  closeIfIdle() {
+    if (this.refs > 0 || this.running !== undefined || this.handle === undefined) return
+    const handle = this.handle
+    this.handle = undefined
+    handle.close().catch(() => {})
+  }
+  /**
+   * Resolves once the records up to `seq` are on disk. One fdatasync at a time: those who arrive
+   * while it runs wait for it, then share the next one (which covers everything written by then).
+   * The caller holds a reference, so the handle is open.
+   */
+  async until(seq: number): Promise<void> {
+    for (;;) {
+      if (this.failure !== undefined) throw this.failure.error
+      if (this.durable >= seq) return
+      if (this.running === undefined) {
+        const upTo = this.written
+        this.running = this.handle!.datasync()
+          .then(
+            () => {
+              this.durable = Math.max(this.durable, upTo)
+            },
+            (error: unknown) => {
+              this.failure = { error }
+            }
+          )
+          .finally(() => {
+            this.running = undefined
+            this.closeIfIdle()
+          })
+      }
+      await this.running
+    }
+  }
+}
+
+/** `text` with `journalSeq` set when it is a JSON object and records were folded before it. */
+const textWithSeq = (text: string, seq: number): string => {
+  if (seq === 0) return text
+  try {
+    const json: unknown = JSON.parse(text)
+    return typeof json === "object" && json !== null && !Array.isArray(json)
+      ? jsonText(withJournalSeq(json, seq))
+      : text
+  } catch {
+    return text
+  }
+}
+
+const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
+  Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
+
+export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}) => {
+  const foldRecords = options.foldRecords ?? DEFAULT_FOLD_RECORDS
+  const foldBytes = options.foldBytes ?? DEFAULT_FOLD_BYTES
+  const states = new Map<string, HistoryState>()
+  const files = new Map<string, JournalFile>()
+  /** Sessions this store appended to since their last fold. */
+  const journaled = new Set<string>()
+  const folding = new Map<string, Deferred.Deferred<void>>()
+  const foldLock = Effect.unsafeMakeSemaphore(1)
+
+  const remember = (sessionId: string, state: HistoryState) => {
+    states.delete(sessionId)
+    states.set(sessionId, state)
+    while (states.size > 1024) states.delete(states.keys().next().value!)
+  }
+  const attempt = <A>(path: string, operation: string, f: () => Promise<A>) =>
+    Effect.tryPromise({ try: f, catch: deps.io(path, operation) })
+  const journalName = (sessionId: string) => `${sessionId}/${HISTORY_JOURNAL}`
+
+  /** The state of what was read: messages.json (`m`) and the journal (`j`). */
+  const stateOf = (
+    sessionId: string,
+    m: ReadResult,
+    j: ReadResult
+  ): Either.Either<HistoryState, StoreError> => {
+    const baseText = m._tag === "Read" ? m.text : undefined
+    const parseBase = (): Either.Either<unknown, StoreError> => {
+      if (baseText === undefined) return Either.right(undefined)
+      try {
+        return Either.right(JSON.parse(baseText))
+      } catch (e) {
+        const reason = e instanceof Error ? e.message.replace(/\s+/g, " ").slice(0, 120) : "syntax error"
+        return Either.left(
+          new CorruptFile({
+            path: `${sessionId}/${HISTORY_FILE}`,
+            reason: `(root): not valid JSON (${reason})`
+          })
+        )
+      }
+    }
+    const stampM = m._tag === "Read" ? m.stamp : undefined
+    const lines: Either.Either<JournalLines, JournalProblem> =
+      j._tag === "Read" ? readJournal(j.text) : Either.right({ records: [], validBytes: 0, torn: false })
+    if (Either.isLeft(lines))
+      return Either.left(new HistoryJournalCorrupt({ path: journalName(sessionId), ...lines.left }))
+    const journal =
+      j._tag === "Read"
+        ? { stampJ: j.stamp, journalIno: j.ino, journalBytes: j.size, validBytes: lines.right.validBytes }
+        : { stampJ: undefined, journalIno: undefined, journalBytes: 0, validBytes: 0 }
+    const records = lines.right.records
+    if (records.length === 0)
+      // messages.json alone: parsed only when asked for (its text is handed on as it is).
+      return Either.right({
+        stampM,
+        ...journal,
+        records: 0,
+        current: memo(() =>
+          Either.flatMap(parseBase(), (base) =>
+            Either.mapLeft(
+              foldJournal(base, []),
+              (p) => new HistoryJournalCorrupt({ path: journalName(sessionId), ...p })
+            )
+          )
+        ),
+        text: () => baseText
+      })
+    const folded = Either.flatMap(parseBase(), (base) =>
+      Either.mapLeft(
+        foldJournal(base, records),
+        (p) => new HistoryJournalCorrupt({ path: journalName(sessionId), ...p })
+      )
+    )
+    if (Either.isLeft(folded)) return Either.left(folded.left)
+    const { json, seq, applied } = folded.right
+    return Either.right({
+      stampM,
+      ...journal,
+      records: applied,
+      current: () => Either.right({ json, seq }),
+      text: applied === 0 ? () => baseText : memo(() => jsonText(withJournalSeq(json, seq)))
+    })
+  }
+
+  const readState = (sessionId: string) =>
+    Effect.gen(function* () {
+      const base = yield* deps.ready
+      const dir = join(base, sessionId)
+      const mFile = join(dir, HISTORY_FILE)
+      const jFile = join(dir, HISTORY_JOURNAL)
+      const [stampM, stampJ] = yield* Effect.promise(() => Promise.all([stampNow(mFile), stampNow(jFile)]))
+      const cached = states.get(sessionId)
+      if (cached !== undefined && cached.stampM === stampM && cached.stampJ === stampJ) return cached
+      const allowed = deps.allowed(base, sessionId)
+      // The journal first: a fold between the two reads then shows as records messages.json holds.
+      const j = yield* attempt(jFile, "read", () => readInside(jFile, allowed))
+      const m = yield* attempt(mFile, "read", () => readInside(mFile, allowed))
+      for (const [read, name] of [
+        [j, HISTORY_JOURNAL],
+        [m, HISTORY_FILE]
+      ] as const)
+        if (read._tag === "Outside")
+          return yield* new PathRefused({
+            path: name,
+            reason: "leads out of what the session may read through a symlink"
+          })
+      const state = yield* fromEither(stateOf(sessionId, m, j))
+      remember(sessionId, state)
+      return state
+    })
+
+  const sessionExists = (sessionId: string) =>
+    Effect.flatMap(deps.ready, (base) =>
+      Effect.promise(() =>
+        stat(join(base, sessionId)).then(
+          (s) => s.isDirectory(),
+          () => false
+        )
+      )
+    ).pipe(Effect.filterOrFail(Boolean, () => new SessionNotFound({ sessionId })))
+
+  /** Writes one record (cutting a torn tail first); the journal file it went to, and its stamp. */
+  const appendLine = async (
+    sessionId: string,
+    dir: string,
+    allowed: (real: string) => boolean,
+    state: HistoryState,
+    seqBefore: number,
+    line: string,
+    seq: number
+  ) => {
+    let file = files.get(sessionId)
+    if (file !== undefined && file.ino !== state.journalIno) {
+      // Not the journal there now (a fold, another process, a recreated session): done with it.
+      files.delete(sessionId)
+      file.closeIfIdle()
+      file = undefined
+    }
+    if (file?.handle === undefined) {
+      const handle = await openForAppend(dir, HISTORY_JOURNAL, allowed)
+      const info = await handle.stat().catch(async (e) => {
+        await handle.close()
+        throw e
+      })
+      if (file === undefined || file.ino !== info.ino) {
+        file = new JournalFile(info.ino, seqBefore)
+        files.set(sessionId, file)
+      }
+      file.use(handle)
+    }
+    const journal = file
+    journal.acquire()
+    try {
+      const handle = journal.handle!
+      // A torn tail, or only records messages.json already holds: cut off before the record.
+      if (state.journalIno !== undefined && state.journalBytes > 0) {
+        if (state.records === 0) await handle.truncate(0)
+        else if (state.journalBytes > state.validBytes) await handle.truncate(state.validBytes)
+      }
+      await handle.appendFile(line, "utf8")
+      journal.written = seq
+      const info = await handle.stat()
+      return { journal, stamp: stampOf(info), ino: info.ino, size: info.size }
+    } catch (e) {
+      journal.release()
+      throw e
+    }
+  }
+
+  const foldNow = (sessionId: string) =>
+    Effect.gen(function* () {
+      const state = yield* readState(sessionId)
+      if (state.journalIno === undefined) return
+      const base = yield* deps.ready
+      const dir = join(base, sessionId)
+      const text = state.text()
+      // messages.json first, with the last record it holds: a crash before the journal is gone
+      // leaves records that are skipped when read.
+      const seq =
+        state.records > 0
+          ? (yield* fromEither(state.current())).seq
+          : Either.match(state.current(), { onLeft: () => 0, onRight: (c) => c.seq })
+      if (state.records > 0 && text !== undefined) yield* deps.writeSessionFile(sessionId, HISTORY_FILE, text)
+      yield* attempt(join(dir, HISTORY_JOURNAL), "remove", () =>
+        unlinkInside(dir, HISTORY_JOURNAL, deps.allowed(base, sessionId))
+      )
+      const file = files.get(sessionId)
+      if (file !== undefined) {
+        // Its records are in messages.json now (or were already): whoever waits on them is done.
+        file.settle(seq)
+        files.delete(sessionId)
+        file.closeIfIdle()
+      }
+      journaled.delete(sessionId)
+      const stampM = yield* Effect.promise(() => stampNow(join(dir, HISTORY_FILE)))
+      remember(sessionId, {
+        stampM,
+        stampJ: undefined,
+        journalIno: undefined,
+        records: 0,
+        validBytes: 0,
+        journalBytes: 0,
+        current: state.current,
+        text: () => text
+      })
+    })
+
+  /** The fold of one session, under its lock, one fold at a time; a session gone meanwhile is left alone. */
+  const foldLocked = (sessionId: string) =>
+    deps.withSessionLock(sessionId, foldLock.withPermits(1)(foldNow(sessionId))).pipe(
+      Effect.catchTag("SessionNotFound", () => Effect.void),
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.void
+          : Effect.logWarning(`The history journal of ${sessionId} was not folded`, cause)
+      )
+    )
+
+  /** A fold in the background (it waits for the lock; the turn that asked goes on). */
+  const scheduleFold = (sessionId: string) =>
+    Effect.suspend(() => {
+      if (folding.has(sessionId)) return Effect.void
+      const done = Deferred.unsafeMake<void>(FiberId.none)
+      folding.set(sessionId, done)
+      // Interruptible, though forked from the append (which is not).
+      return deps.withoutLocks(foldLocked(sessionId)).pipe(
+        Effect.interruptible,
+        Effect.ensuring(
+          Effect.zipRight(
+            Effect.sync(() => folding.delete(sessionId)),
+            Deferred.succeed(done, undefined)
+          )
+        ),
+        Effect.forkDaemon,
+        Effect.asVoid
+      )
+    })
+
+  /** Appends `patch` as the next record; the JSON after it, and the wait until it is on disk. */
+  const append = (
+    sessionId: string,
+    state: HistoryState,
+    current: { readonly json: unknown; readonly seq: number },
+    patch: HistoryPatch
+  ) =>
+    Effect.gen(function* () {
+      const base = yield* deps.ready
+      const dir = join(base, sessionId)
+      const file = join(dir, HISTORY_JOURNAL)
+      const seq = current.seq + 1
+      const { line, payload } = recordLine(seq, patch)
+      // What a reader gets from the record: the patch as written, applied.
+      const applied = applyPatch(current.json, JSON.parse(payload) as HistoryPatch)
+      if (Either.isLeft(applied))
+        return yield* Effect.dieMessage(`history patch of ${sessionId} does not fit: ${applied.left}`)
+      const json = applied.right
+      const written = yield* Effect.tryPromise({
+        try: () => appendLine(sessionId, dir, deps.allowed(base, sessionId), state, current.seq, line, seq),
+        catch: (e): StoreError =>
+          errnoOf(e) === "ENOENT"
+            ? new SessionNotFound({ sessionId })
+            : errnoOf(e) === "ELOOP" || e instanceof OutsideError
+              ? new PathRefused({
+                  path: HISTORY_JOURNAL,
+                  reason: "leads out of its directory through a symlink"
+                })
+              : deps.io(file, "append to")(e)
+      }).pipe(Effect.tapError(() => Effect.sync(() => states.delete(sessionId))))
+      const next: HistoryState = {
+        stampM: state.stampM,
+        stampJ: written.stamp,
+        journalIno: written.ino,
+        records: state.records + 1,
+        validBytes: written.size,
+        journalBytes: written.size,
+        current: () => Either.right({ json, seq }),
+        text: memo(() => jsonText(withJournalSeq(json, seq)))
+      }
+      remember(sessionId, next)
+      journaled.add(sessionId)
+      if (next.records >= foldRecords || next.validBytes >= foldBytes) yield* scheduleFold(sessionId)
+      const journal = written.journal
+      const durable = Effect.tryPromise({
+        try: () => journal.until(seq),
+        catch: deps.io(file, "sync")
+      }).pipe(
+        Effect.tapError(() =>
+          Effect.sync(() => {
+            // What is on disk is not known: read again, and start over with a new handle.
+            states.delete(sessionId)
+            if (files.get(sessionId) === journal) files.delete(sessionId)
+          })
+        ),
+        Effect.ensuring(Effect.sync(() => journal.release()))
+      )
+      return { json: json as unknown, durable }
+    })
+
+  return {
+    /** messages.json's text with the journal folded in (undefined: no history). */
+    readText: (sessionId: string) => Effect.map(readState(sessionId), (state) => state.text()),
+    /** The document as JSON, without `journalSeq` (undefined: no history). */
+    readJson: (sessionId: string) =>
+      Effect.flatMap(readState(sessionId), (state) =>
+        Effect.map(fromEither(state.current()), (current) => current.json)
+      ),
+    update: <A, E>(
+      sessionId: string,
+      f: (json: unknown) => Effect.Effect<readonly [A, HistoryPatch | undefined], E>
+    ): Effect.Effect<readonly [A, unknown], E | StoreError> =>
+      Effect.gen(function* () {
+        const step = yield* deps.withSessionLock(
+          sessionId,
+          Effect.gen(function* () {
+            yield* checkSessionId(sessionId)
+            const state = yield* readState(sessionId)
+            const current = yield* fromEither(state.current())
+            const [value, patch] = yield* f(current.json)
+            if (patch === undefined) {
+              yield* sessionExists(sessionId)
+              return { value, json: current.json, durable: Effect.void }
+            }
+            return { value, ...(yield* Effect.uninterruptible(append(sessionId, state, current, patch))) }
+          })
+        )
+        // Outside the lock (unless the caller holds it): appends meanwhile share the next fdatasync.
+        yield* step.durable
+        return [step.value, step.json] as const
+      }),
+    /**
+     * Replaces the history with `text` (atomically), under the session's lock: the journal is folded
+     * first, so a crash at any point leaves the old history or the new one.
+     */
+    writeWhole: (sessionId: string, text: string) =>
+      deps.withSessionLock(
+        sessionId,
+        Effect.gen(function* () {
+          yield* checkSessionId(sessionId)
+          const base = yield* deps.ready
+          const dir = join(base, sessionId)
+          const state = yield* Effect.either(readState(sessionId))
+          let seq = 0
+          if (Either.isRight(state)) {
+            yield* foldNow(sessionId)
+            seq = Either.match(state.right.current(), { onLeft: () => 0, onRight: (c) => c.seq })
+          } else if (state.left._tag === "HistoryJournalCorrupt" || state.left._tag === "CorruptFile")
+            // A history that cannot be read is what this write replaces: its journal goes first.
+            yield* attempt(join(dir, HISTORY_JOURNAL), "remove", () =>
+              unlinkInside(dir, HISTORY_JOURNAL, deps.allowed(base, sessionId))
+            )
+          else return yield* state.left
+          yield* deps.writeSessionFile(sessionId, HISTORY_FILE, textWithSeq(text, seq))
+          states.delete(sessionId)
+        })
+      ),
+    /** A session deleted: nothing of it is kept. */
+    forget: (sessionId: string) => {
+      states.delete(sessionId)
+      journaled.delete(sessionId)
+      const file = files.get(sessionId)
+      if (file !== undefined) {
+        files.delete(sessionId)
+        file.closeIfIdle()
+      }
+    },
+    /**
+     * Folds the journals this store appended to, after the folds under way. A journal it only read
+     * is left alone: a process that reads (the CLI beside a running gateway) writes nothing.
+     */
+    flush: Effect.gen(function* () {
+      yield* Effect.forEach([...folding.values()], (done) => Deferred.await(done), { discard: true })
+      yield* Effect.forEach([...journaled], foldLocked, { discard: true })
+      for (const file of files.values()) file.closeIfIdle()
+    })
+  }
+}
+
+export type JournalFiles = ReturnType<typeof makeJournalFiles>

@@ -1,0 +1,347 @@
+/**
+ * The history journal on disk: one record per change, durable before the change returns; read back
+ * whole by this store and by another one (another process); a torn last line left out and cut off;
+ * a bad line before the last one named; folds that apply nothing twice, in the background and when
+ * the store is released; the session's lock and deletion respected.
+ */
+import {
+  appendFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync
+} from "node:fs"
+import { open } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Effect, Either } from "effect"
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
+import { diffHistory, JOURNAL_SEQ, readJournal, recordLine } from "../src/HistoryJournal.ts"
+import * as Store from "../src/Store.ts"
+
+const temps: Array<string> = []
+afterAll(() => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
+})
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+const fail = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(Effect.flip(effect))
+
+interface Doc {
+  readonly format: string
+  readonly messages: ReadonlyArray<{ readonly id: string; readonly text: string }>
+  readonly compression: ReadonlyArray<unknown>
+}
+const empty: Doc = { format: "ctxo.history/v1", messages: [], compression: [] }
+
+/** A data root with session `s`, and a store over it. */
+const setup = async (options?: Store.StoreOptions) => {
+  const root = mkdtempSync(join(tmpdir(), "ctxo-journal-"))
+  temps.push(root)
+  const store = Store.makeUnsafe(root, options)
+  await run(store.createSession({ id: "s", concept: "" }))
+  const file = (name: string) => join(root, "s", name)
+  return { root, store, file }
+}
+
+/** Applies `change` to the stored document as history does: the difference, by reference. */
+const change = (store: Store.Service, id: string, change: (doc: Doc) => Doc) =>
+  store.updateHistory(id, (json) => {
+    const before = json as Doc | undefined
+    const after = change(before ?? empty)
+    return Effect.succeed([after, diffHistory(before, after)] as const)
+  })
+const add = (store: Store.Service, text: string, id = "s") =>
+  change(store, id, (doc) => ({ ...doc, messages: [...doc.messages, { id: text, text }] }))
+
+const linesOf = (text: string) => text.split("\n").slice(0, -1)
+const textsOf = (json: unknown) => (json as Doc).messages.map((m) => m.text)
+
+describe("the journal's format", () => {
+  it("is one line of JSON per record, its checksum telling a torn or garbled line", () => {
+    const { line } = recordLine(7, { keep: 2, messages: [{ id: "x" }] })
+    expect(line.endsWith("\n")).toBe(true)
+    expect(JSON.parse(line)).toMatchObject({ seq: 7, patch: { keep: 2, messages: [{ id: "x" }] } })
+    const eighth = recordLine(8, { keep: 3, messages: [] }).line
+    expect(Either.getOrThrow(readJournal(line + eighth)).records.map((r) => r.seq)).toEqual([7, 8])
+    // A changed character in the patch, a record out of order: a bad last line is a torn one.
+    const garbled = line.replace('"x"', '"y"')
+    expect(Either.getOrThrow(readJournal(garbled))).toMatchObject({ records: [], torn: true })
+    expect(Either.getOrThrow(readJournal(line + line))).toMatchObject({ torn: true })
+    // ... and the same line anywhere before the last is corruption, named by its line.
+    expect(Either.flip(readJournal(garbled + eighth))).toEqual(
+      Either.right({ line: 1, reason: "its checksum does not match its content" })
+    )
+  })
+
+  it("a change keeps the messages before the first one that is not the same object", () => {
+    const a = { id: "a", text: "a" }
+    const b = { id: "b", text: "b" }
+    const before: Doc = { ...empty, messages: [a, b] }
+    expect(diffHistory(before, before)).toBeUndefined()
+    expect(diffHistory(before, { ...before, messages: [a, b, a] })).toEqual({ keep: 2, messages: [a] })
+    expect(diffHistory(before, { ...before, messages: [a, { ...b }] })).toEqual({
+      keep: 1,
+      messages: [{ ...b }]
+    })
+    expect(diffHistory(before, { ...before, compression: ["s"] })).toEqual({
+      keep: 2,
+      messages: [],
+      set: { compression: ["s"] }
+    })
+    // No document before: the whole one.
+    expect(diffHistory(undefined, before)).toEqual({
+      keep: 0,
+      messages: [a, b],
+      set: { format: "ctxo.history/v1", compression: [] }
+    })
+  })
+})
+
+describe("the file store's history journal", () => {
+  it("records a change as one journal line, and does not write messages.json", async () => {
+    const { store, file } = await setup()
+    const first: Doc = {
+      ...empty,
+      messages: [
+        { id: "0", text: "zero" },
+        { id: "1", text: "one" }
+      ]
+    }
+    await run(store.writeHistory("s", `${JSON.stringify(first, null, 2)}\n`))
+    const before = statSync(file("messages.json"))
+    const beforeText = readFileSync(file("messages.json"), "utf8")
+    await run(add(store, "two"))
+    await run(add(store, "three"))
+    expect(readFileSync(file("messages.json"), "utf8")).toBe(beforeText)
+    expect(statSync(file("messages.json")).mtimeMs).toBe(before.mtimeMs)
+    const lines = linesOf(readFileSync(file("messages.journal"), "utf8"))
+    expect(lines).toHaveLength(2)
+    // Each record carries the new message only: the two before are kept by count.
+    expect(lines.map((l) => JSON.parse(l))).toMatchObject([
+      { seq: 1, patch: { keep: 2, messages: [{ text: "two" }] } },
+      { seq: 2, patch: { keep: 3, messages: [{ text: "three" }] } }
+    ])
+    expect(textsOf(await run(store.readHistoryJson("s")))).toEqual(["zero", "one", "two", "three"])
+    // readHistory (and the files API) give the whole v1 text, journal included.
+    const text = await run(store.readHistory("s"))
+    expect(JSON.parse(text!)).toMatchObject({ format: "ctxo.history/v1", messages: { length: 4 } })
+    expect((await run(store.readFile("s", "messages.json"))).content).toBe(text)
+  })
+
+  it("reads back every change, in this store and in a new one (another process)", async () => {
+    const { root, store } = await setup()
+    let expected: Doc = empty
+    for (let i = 0; i < 120; i++) {
+      expected = await run(Effect.map(add(store, `m${i}`), ([doc]) => doc))
+      if (i % 40 === 39) {
+        // A change of an earlier message and of the summaries: kept from there on, whole.
+        expected = await run(
+          Effect.map(
+            change(store, "s", (doc) => ({
+              ...doc,
+              messages: doc.messages.map((m, j) => (j === 5 ? { ...m, text: `${m.text} (archived)` } : m)),
+              compression: [...doc.compression, `summary ${i}`]
+            })),
+            ([doc]) => doc
+          )
+        )
+      }
+    }
+    expect(await run(store.readHistoryJson("s"))).toEqual(expected)
+    const other = Store.makeUnsafe(root)
+    expect(await run(other.readHistoryJson("s"))).toEqual(expected)
+    const { [JOURNAL_SEQ]: seq, ...rest } = JSON.parse((await run(other.readHistory("s")))!)
+    expect(rest).toEqual(expected)
+    expect(seq).toBe(123)
+  })
+
+  it("leaves a torn last line out, and cuts it off before the next record", async () => {
+    const { root, store, file } = await setup()
+    for (const text of ["a", "b", "c"]) await run(add(store, text))
+    const journal = file("messages.journal")
+    const size = statSync(journal).size
+    // Killed in the middle of writing the third record.
+    truncateSync(journal, size - 12)
+    const after = Store.makeUnsafe(root)
+    expect(textsOf(await run(after.readHistoryJson("s")))).toEqual(["a", "b"])
+    await run(add(after, "d"))
+    const lines = linesOf(readFileSync(journal, "utf8"))
+    expect(lines.map((l) => JSON.parse(l).seq)).toEqual([1, 2, 3])
+    expect(readFileSync(journal, "utf8").endsWith("\n")).toBe(true)
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["a", "b", "d"])
+
+    // Garbage without a newline, then a whole line with a wrong checksum: both left out, then cut.
+    appendFileSync(journal, '{"seq":4,"sum":"0000')
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["a", "b", "d"])
+    truncateSync(journal, statSync(journal).size - '{"seq":4,"sum":"0000'.length)
+    appendFileSync(
+      journal,
+      recordLine(4, { keep: 3, messages: [{ id: "x", text: "x" }] }).line.replace('"x"}', '"y"}')
+    )
+    const third = Store.makeUnsafe(root)
+    expect(textsOf(await run(third.readHistoryJson("s")))).toEqual(["a", "b", "d"])
+    await run(add(third, "e"))
+    expect(linesOf(readFileSync(journal, "utf8")).map((l) => JSON.parse(l).seq)).toEqual([1, 2, 3, 4])
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["a", "b", "d", "e"])
+  })
+
+  it("names the file and the line of a bad record before the last, and changes nothing", async () => {
+    const { root, store, file } = await setup()
+    for (const text of ["a", "b", "c"]) await run(add(store, text))
+    const journal = file("messages.journal")
+    const lines = linesOf(readFileSync(journal, "utf8"))
+    writeFileSync(journal, [lines[0], lines[1]!.replace('"b"', '"B"'), lines[2], ""].join("\n"))
+    const corrupt = readFileSync(journal, "utf8")
+    const other = Store.makeUnsafe(root)
+    const error = await fail(other.readHistory("s"))
+    expect(error).toMatchObject({ _tag: "HistoryJournalCorrupt", path: "s/messages.journal", line: 2 })
+    expect(error.message).toBe(
+      "History journal s/messages.journal is corrupt at line 2: its checksum does not match its content"
+    )
+    expect((await fail(other.readHistoryJson("s")))._tag).toBe("HistoryJournalCorrupt")
+    expect((await fail(add(other, "d")))._tag).toBe("HistoryJournalCorrupt")
+    expect(readFileSync(journal, "utf8")).toBe(corrupt)
+    expect(error.message).not.toContain(root)
+  })
+
+  it("folds crash-safely: a journal left after its fold applies nothing twice", async () => {
+    const { root, store, file } = await setup()
+    for (const text of ["a", "b", "c"]) await run(add(store, text))
+    const journal = readFileSync(file("messages.journal"))
+    await run(store.flush)
+    expect(existsSync(file("messages.journal"))).toBe(false)
+    const folded = JSON.parse(readFileSync(file("messages.json"), "utf8"))
+    expect(folded).toMatchObject({ [JOURNAL_SEQ]: 3, messages: { length: 3 } })
+    // Killed after messages.json was written and before the journal was removed.
+    writeFileSync(file("messages.journal"), journal)
+    const after = Store.makeUnsafe(root)
+    expect(textsOf(await run(after.readHistoryJson("s")))).toEqual(["a", "b", "c"])
+    await run(add(after, "d"))
+    // The records messages.json holds are cut off; the new one goes on from them.
+    expect(linesOf(readFileSync(file("messages.journal"), "utf8")).map((l) => JSON.parse(l).seq)).toEqual([4])
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["a", "b", "c", "d"])
+    // Killed before messages.json was renamed: the old messages.json and the whole journal.
+    await run(after.flush)
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["a", "b", "c", "d"])
+  })
+
+  it("loses nothing to concurrent changes, and they share their fdatasyncs", async () => {
+    const { root, store, file } = await setup()
+    await run(add(store, "first"))
+    // Slow disks: each fdatasync takes 30 ms, so changes arrive while one runs.
+    const probe = await open(file("messages.journal"), "r")
+    const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+    await probe.close()
+    const datasync = prototype.datasync
+    const spy = vi.spyOn(prototype, "datasync").mockImplementation(async function (this: unknown) {
+      await new Promise((r) => setTimeout(r, 30))
+      return datasync.call(this)
+    })
+    await run(
+      Effect.forEach(
+        Array.from({ length: 30 }, (_, i) => i),
+        (i) => add(store, `m${i}`),
+        { concurrency: "unbounded" }
+      )
+    )
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toHaveLength(31)
+    expect(linesOf(readFileSync(file("messages.journal"), "utf8"))).toHaveLength(31)
+    // Thirty acknowledged changes, a few fdatasyncs.
+    expect(spy.mock.calls.length).toBeGreaterThan(0)
+    expect(spy.mock.calls.length).toBeLessThan(10)
+  })
+
+  it("folds in the background past its threshold, after the turn holding the lock", async () => {
+    const { store, file } = await setup({ journal: { foldRecords: 10 } })
+    await run(
+      store.withSessionLock(
+        "s",
+        Effect.gen(function* () {
+          for (let i = 0; i < 12; i++) yield* add(store, `m${i}`)
+          // The turn goes on; the fold waits for its lock.
+          yield* Effect.sleep("50 millis")
+          expect(linesOf(readFileSync(file("messages.journal"), "utf8"))).toHaveLength(12)
+        })
+      )
+    )
+    for (let i = 0; i < 200 && existsSync(file("messages.journal")); i++)
+      await new Promise((r) => setTimeout(r, 10))
+    expect(existsSync(file("messages.journal"))).toBe(false)
+    const folded = JSON.parse(readFileSync(file("messages.json"), "utf8"))
+    expect(folded).toMatchObject({ format: "ctxo.history/v1", [JOURNAL_SEQ]: 12, compression: [] })
+    expect(textsOf(folded)).toHaveLength(12)
+    // A journal past its byte threshold too.
+    const big = await setup({ journal: { foldBytes: 2_000 } })
+    for (let i = 0; i < 5; i++) await run(add(big.store, "x".repeat(600) + i))
+    for (let i = 0; i < 200 && !existsSync(big.file("messages.json")); i++)
+      await new Promise((r) => setTimeout(r, 10))
+    // Folded at the fourth record (2,400 bytes); the fifth starts a new journal.
+    expect(textsOf(JSON.parse(readFileSync(big.file("messages.json"), "utf8")))).toHaveLength(4)
+    expect(textsOf(await run(big.store.readHistoryJson("s")))).toHaveLength(5)
+  })
+
+  it("folds the journals it wrote when the store's scope closes; one it only read stays", async () => {
+    const root = mkdtempSync(join(tmpdir(), "ctxo-journal-"))
+    temps.push(root)
+    const writer = Store.makeUnsafe(root)
+    await run(writer.createSession({ id: "read-only", concept: "" }))
+    await run(add(writer, "written elsewhere", "read-only"))
+    await run(
+      Effect.scoped(
+        Effect.map(Store.makeScoped(root), (reader) => reader.readHistoryJson("read-only")).pipe(
+          Effect.flatten
+        )
+      )
+    )
+    // A process that only reads (the CLI beside a running gateway) writes nothing.
+    expect(existsSync(join(root, "read-only", "messages.journal"))).toBe(true)
+    expect(existsSync(join(root, "read-only", "messages.json"))).toBe(false)
+    await run(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const store = yield* Store.makeScoped(root)
+          for (const id of ["a", "b"]) {
+            yield* store.createSession({ id, concept: "" })
+            yield* add(store, `hello ${id}`, id)
+          }
+          expect(existsSync(join(root, "a", "messages.journal"))).toBe(true)
+        })
+      )
+    )
+    for (const id of ["a", "b"]) {
+      expect(existsSync(join(root, id, "messages.journal"))).toBe(false)
+      expect(textsOf(JSON.parse(readFileSync(join(root, id, "messages.json"), "utf8")))).toEqual([
+        `hello ${id}`
+      ])
+    }
+  })
+
+  it("a deleted session's journal goes with it and is never written back", async () => {
+    const { root, store } = await setup({ journal: { foldRecords: 3 } })
+    await run(
+      store.withSessionLock(
+        "s",
+        Effect.gen(function* () {
+          for (let i = 0; i < 4; i++) yield* add(store, `m${i}`)
+          // The fold asked for waits for this lock; the session is gone when it gets it.
+          yield* store.deleteSession("s")
+        })
+      )
+    )
+    await new Promise((r) => setTimeout(r, 100))
+    expect(existsSync(join(root, "s"))).toBe(false)
+    expect((await fail(add(store, "late")))._tag).toBe("SessionNotFound")
+    expect(existsSync(join(root, "s"))).toBe(false)
+    await run(store.createSession({ id: "s", concept: "again" }))
+    expect(await run(store.readHistoryJson("s"))).toBeUndefined()
+    await run(add(store, "new"))
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["new"])
+  })
+})
