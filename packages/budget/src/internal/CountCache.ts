@@ -18,12 +18,22 @@ export interface CacheStats {
  */
 export const INLINE_KEY_MAX = 4_096
 
+interface Entry {
+  readonly value: number
+  /** Looked up since eviction last passed over it. */
+  used: boolean
+}
+
 /**
- * Token counts of one encoding keyed by content, least recently used out first. Bounded both by
- * entries and by the characters its keys hold, so memory stays bounded whatever the texts.
+ * Token counts of one encoding keyed by content, bounded both by entries and by the characters its
+ * keys hold, so memory stays bounded whatever the texts. Eviction is second chance (CLOCK), close to
+ * least recently used: the oldest entry goes unless it was looked up since eviction last passed it,
+ * in which case it moves to the back unmarked. A hit only sets a flag: a warm compile looks up
+ * thousands of texts, and moving each to the back of the map (delete and set) cost five times the
+ * lookup itself.
  */
 export class CountCache {
-  private readonly entries = new Map<string, number>()
+  private readonly entries = new Map<string, Entry>()
   private hits = 0
   private misses = 0
   private keyChars = 0
@@ -45,21 +55,30 @@ export class CountCache {
     const cached = this.entries.get(key)
     if (cached !== undefined) {
       this.hits++
-      // Refresh recency: a Map iterates in insertion order, so the first key is the oldest.
-      this.entries.delete(key)
-      this.entries.set(key, cached)
-      return cached
+      cached.used = true
+      return cached.value
     }
     this.misses++
     const value = compute(text)
-    this.entries.set(key, value)
+    this.entries.set(key, { value, used: false })
     this.keyChars += key.length
-    while (this.entries.size > this.capacity || this.keyChars > this.maxKeyChars) {
-      const oldest = this.entries.keys().next().value!
-      this.entries.delete(oldest)
-      this.keyChars -= oldest.length
-    }
+    while (this.entries.size > this.capacity || this.keyChars > this.maxKeyChars) this.evictOne()
     return value
+  }
+
+  // A Map iterates in insertion order, so the first key is the oldest. Each pass either evicts or
+  // clears a mark, so this ends within one lap of the map.
+  private evictOne(): void {
+    for (const [key, entry] of this.entries) {
+      this.entries.delete(key)
+      if (entry.used) {
+        entry.used = false
+        this.entries.set(key, entry)
+      } else {
+        this.keyChars -= key.length
+        return
+      }
+    }
   }
 
   stats(): CacheStats {
