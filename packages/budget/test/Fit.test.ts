@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import fc from "fast-check"
-import type { Unit } from "../src/Fit.ts"
-import { fitLines, fitUnits, repair } from "../src/Fit.ts"
+import type { Prioritized, Unit } from "../src/Fit.ts"
+import { fitByPriority, fitLines, fitUnits, repair } from "../src/Fit.ts"
 import * as ModelRegistry from "../src/ModelRegistry.ts"
 import * as Tokenizer from "../src/Tokenizer.ts"
 
@@ -129,5 +129,176 @@ describe("repair", () => {
       ),
       { numRuns: 500 }
     )
+  })
+})
+
+describe("fitByPriority", () => {
+  const line = (id: string, text: string, priority: number, extra: Partial<Unit> = {}): Unit => ({
+    id,
+    source: "blocks",
+    text,
+    tokens: counter.count(text),
+    priority,
+    ...extra
+  })
+
+  it("keeps the highest-priority lines that fit, in their original order, counted whole", () => {
+    const units = [
+      line("a", "alpha beta gamma delta epsilon zeta eta theta", 1),
+      line("b", "the most important line", 9),
+      line("c", "second", 5),
+      line("d", "a long line that will not fit once the important ones are in", 7),
+      line("e", "ok", 0)
+    ]
+    const fit = fitByPriority({ units, budget: 12, count: counter.count })
+    // b (4 tokens), d (13) does not fit on top, c (1) and a join do, a (9) does not, e (1) does.
+    expect(fit.included.map((u) => u.id)).toEqual(["b", "c", "e"])
+    expect(fit.dropped.map((u) => u.id)).toEqual(["a", "d"])
+    expect(fit.text).toBe("the most important line\nsecond\nok")
+    expect([fit.total, fit.fits, fit.settled]).toEqual([counter.count(fit.text), true, true])
+  })
+
+  it("ties keep the earlier unit; required units come first and are never dropped", () => {
+    const units = [
+      line("x", "same cost", 3),
+      line("y", "same cost", 3),
+      line("sys", "system", 0, { required: true })
+    ]
+    const one = fitByPriority({ units, budget: counter.count("same cost\nsystem"), count: counter.count })
+    expect(one.included.map((u) => u.id)).toEqual(["x", "sys"])
+    const over = fitByPriority({ units, budget: 0, count: counter.count })
+    expect([over.included.map((u) => u.id), over.fits]).toEqual([["sys"], false])
+  })
+
+  it("gives back to the budget what merges across joins save", () => {
+    // ";" and the newline after it are one token together: every join of these lines saves one.
+    const units = Array.from({ length: 40 }, (_, i) => line(`s${i}`, `total += units[${i}].tokens;`, 40 - i))
+    const budget = 100
+    const fit = fitByPriority({ units, budget, count: counter.count })
+    const own = fit.included.reduce((sum, u) => sum + u.tokens, 0) + (fit.included.length - 1)
+    expect(fit.total).toBeLessThanOrEqual(budget)
+    expect(fit.total).toBe(counter.count(fit.included.map((u) => u.text).join("\n")))
+    // Counted part by part the kept lines would not fit: the whole count let more in.
+    expect(own).toBeGreaterThan(budget)
+    expect(fit.wholeCounts).toBeGreaterThan(1)
+    expect(fit.included.map((u) => u.id)).toEqual(units.slice(0, fit.included.length).map((u) => u.id))
+  })
+
+  const texts = fc.array(
+    fc.oneof(
+      fc.string({ unit: "grapheme", maxLength: 24 }),
+      fc.constantFrom("}", ";", "  return x;", "// note", "/", "基本信息：", "  ", "end.", "")
+    ),
+    { maxLength: 40 }
+  )
+  const priorities = fc.oneof(fc.integer({ min: 0, max: 5 }), fc.double({ min: -3, max: 3, noNaN: true }))
+
+  it("stops counting units once not even a one-token unit fits", () => {
+    let counted = 0
+    const count = (text: string) => {
+      counted++
+      return counter.count(text)
+    }
+    const units = Array.from({ length: 1_000 }, (_, i) => ({ text: `word${i % 10}`, priority: 1_000 - i }))
+    const fit = fitByPriority({ units, budget: 20, count })
+    expect(fit.total).toBeLessThanOrEqual(20)
+    expect(fit.included.length).toBeGreaterThan(5)
+    // The separator, the units up to the first that leaves less than two tokens, the whole text.
+    expect(fit.unitCounts).toBeLessThan(20)
+    expect(counted).toBe(1 + fit.unitCounts + fit.wholeCounts)
+  })
+
+  type Drawn = Prioritized & { readonly id: string }
+  /** Every promise of `fitByPriority`, checked on one call. */
+  const checkFit = (options: {
+    readonly units: ReadonlyArray<Drawn>
+    readonly budget: number
+    readonly separator: string
+    readonly count: (text: string) => number
+  }) => {
+    const { units, budget, separator, count } = options
+    const fit = fitByPriority({ ...options, maxRounds: units.length + 1 })
+    const tokensOf = (u: Drawn) => u.tokens ?? count(u.text)
+    // Exact: the text is the kept units joined, and its count is the total.
+    expect(fit.text).toBe(fit.included.map((u) => u.text).join(separator))
+    expect(fit.total).toBe(count(fit.text))
+    if (fit.fits) expect(fit.total).toBeLessThanOrEqual(budget)
+    else expect(fit.included.every((u) => u.required)).toBe(true)
+    // Order: kept and dropped partition the units, each in the original order.
+    const position = new Map(units.map((u, i) => [u, i]))
+    const ascending = (list: ReadonlyArray<Drawn>) =>
+      list.every((u, i) => i === 0 || position.get(list[i - 1]!)! < position.get(u)!)
+    expect(ascending(fit.included) && ascending(fit.dropped)).toBe(true)
+    expect(fit.included.length + fit.dropped.length).toBe(units.length)
+    expect(fit.dropped.some((u) => u.required)).toBe(false)
+    // Priority: a dropped unit that outranks a kept one did not fit, neither on top of the kept
+    // units that outrank it (counted part by part, one separator each) nor in the room left.
+    expect(fit.settled || !fit.fits).toBe(true)
+    if (!fit.fits) return fit
+    const join = separator === "" ? 0 : count(separator)
+    const outranks = (a: Drawn, b: Drawn) =>
+      Number(a.required ?? false) - Number(b.required ?? false) ||
+      (a.priority ?? 0) - (b.priority ?? 0) ||
+      position.get(b)! - position.get(a)!
+    for (const dropped of fit.dropped) {
+      if (!fit.included.some((kept) => outranks(dropped, kept) > 0)) continue
+      const above = fit.included.filter((kept) => outranks(kept, dropped) > 0)
+      const parts = above.reduce((sum, u) => sum + tokensOf(u) + join, 0)
+      expect(parts + tokensOf(dropped)).toBeGreaterThan(budget)
+      expect(tokensOf(dropped) + join).toBeGreaterThan(budget - fit.total)
+    }
+    return fit
+  }
+  const cases = texts.chain((list) =>
+    fc.tuple(
+      fc.constant(list),
+      fc.array(priorities, { minLength: list.length, maxLength: list.length }),
+      fc.array(fc.boolean(), { minLength: list.length, maxLength: list.length })
+    )
+  )
+  /** Units from drawn texts, priorities and flags: every seventh may be required; those with the
+   * flag off get their `tokens` from `withTokens` when given, the others are counted by the fit. */
+  const unitsOf = (
+    [list, ps, flags]: [Array<string>, Array<number>, Array<boolean>],
+    withTokens?: (text: string) => number
+  ): Array<Drawn> =>
+    list.map((text, i) => ({
+      id: `u${i}`,
+      text,
+      priority: ps[i]!,
+      ...(i % 7 === 0 && flags[i] ? { required: true } : {}),
+      ...(withTokens !== undefined && !flags[i] ? { tokens: withTokens(text) } : {})
+    }))
+
+  it("the exact count fits, order holds, and no dropped unit outranks a kept one while it had room", () => {
+    fc.assert(
+      fc.property(
+        cases,
+        fc.integer({ min: 0, max: 160 }),
+        fc.constantFrom("\n", "", " ", "\n\n"),
+        fc.boolean(),
+        (drawn, budget, separator, given) => {
+          const units = unitsOf(drawn, given ? counter.count : undefined)
+          checkFit({ units, budget, separator, count: counter.count })
+        }
+      ),
+      { numRuns: 500 }
+    )
+  })
+
+  it("keeps those promises when the whole costs more than its parts (the repair path)", () => {
+    // One extra token per 8 characters of the whole: joins always cost more than the parts say.
+    const count = (text: string) => text.length + Math.floor(text.length / 8)
+    // Greedy left every unit it dropped without room by its parts, and whole counts only run
+    // higher here, so a second whole count means the repair ran.
+    let repaired = 0
+    fc.assert(
+      fc.property(cases, fc.integer({ min: 0, max: 300 }), (drawn, budget) => {
+        const fit = checkFit({ units: unitsOf(drawn, count), budget, separator: "\n", count })
+        if (fit.wholeCounts > 1) repaired++
+      }),
+      { numRuns: 500 }
+    )
+    expect(repaired).toBeGreaterThan(5)
   })
 })
