@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process"
-import { outfile } from "../build.ts"
+import { outfile } from "../build.mjs"
 
 export interface Run {
   readonly code: number

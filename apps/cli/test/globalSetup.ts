@@ -1,4 +1,4 @@
-import { buildCli } from "../build.ts"
+import { buildCli } from "../build.mjs"
 
 export default async () => {
   await buildCli()
