@@ -4,7 +4,7 @@ import { Api } from "@ctxo/api/Api"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, createSession, type SseEvent, startGateway } from "./harness.ts"
+import { chatEvents, createSession, historyText, type SseEvent, startGateway } from "./harness.ts"
 
 let gw: Awaited<ReturnType<typeof startGateway>>
 beforeAll(async () => {
@@ -91,7 +91,7 @@ describe("agent tools in a chat turn", () => {
     // The file changes behind the agent's back: the next read says so (seed 002 C4).
     writeFileSync(join(gw.dataDir, sid, "docs/guide.md"), "# Guide\n\nRewritten by hand.\n")
     utimesSync(join(gw.dataDir, sid, "docs/guide.md"), new Date(), new Date(Date.now() + 10_000))
-    const doc = JSON.parse(readFileSync(join(gw.dataDir, sid, "messages.json"), "utf8")) as {
+    const doc = JSON.parse(historyText(gw.dataDir, sid)) as {
       messages: Array<{ id: string; role: string; parts: Array<{ callId?: string }> }>
     }
     const searchResult = doc.messages.find((m) => m.role === "tool" && m.parts[0]?.callId === "t3")!
@@ -150,7 +150,7 @@ describe("agent tools in a chat turn", () => {
     expect(names.slice(0, 2)).toEqual(["compaction-started", "compaction-finished"])
     expect(result.events[0]!.data).toMatchObject({ keptTurns: [4, 5, 6, 7, 8, 9, 10, 11, 12, 13] })
     expect(names.at(-1)).toBe("done")
-    const doc = JSON.parse(readFileSync(join(gw.dataDir, "long", "messages.json"), "utf8")) as {
+    const doc = JSON.parse(historyText(gw.dataDir, "long")) as {
       compression: Array<{ id: string }>
       messages: Array<{ meta: { turn: number; archivedBy?: string } }>
     }

@@ -1,14 +1,25 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync
+} from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { basename, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { startFakeUpstream } from "@ctxo/agent/FakeUpstream"
 import { HistoryDocument } from "@ctxo/history/Message"
-import { Schema } from "effect"
+import { readJournal } from "@ctxo/store/HistoryJournal"
+import { Either, Schema } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { exampleData } from "./harness.ts"
+import { exampleData, historyText } from "./harness.ts"
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -132,11 +143,14 @@ describe("the gateway killed with SIGKILL during a stream of writes", () => {
 
     expect(acknowledgedFiles.size).toBeGreaterThan(0)
     expect(acknowledgedChats.length).toBeGreaterThan(0)
-    // Every file the gateway writes is whole: JSON parses, the history decodes.
+    // Every file the gateway writes is whole: JSON parses, the history decodes, a history journal
+    // is good records (its last line may be torn: a record the kill cut, never acknowledged).
+    const decodeHistory = Schema.decodeUnknownSync(Schema.parseJson(HistoryDocument))
     for (const file of walk(dataDir)) {
       if (isTemporary(file)) continue
       const text = readFileSync(file, "utf8")
-      if (file.endsWith("messages.json")) Schema.decodeUnknownSync(Schema.parseJson(HistoryDocument))(text)
+      if (file.endsWith("messages.json")) decodeHistory(text)
+      else if (file.endsWith("messages.journal")) expect(Either.isRight(readJournal(text)), file).toBe(true)
       else if (file.endsWith(".json")) JSON.parse(text)
       else if (file.includes("/load/")) expect(text).toMatch(/^writer \d+ write \d+\nx{20000}\n$/)
     }
@@ -148,7 +162,9 @@ describe("the gateway killed with SIGKILL during a stream of writes", () => {
       expect(now).toMatch(/^writer \d+ write \d+\nx{20000}\n$/)
       expect(writeOf(now)).toBeGreaterThanOrEqual(writeOf(content))
     }
-    const history = readFileSync(join(dataDir, "notebook-physics", "messages.json"), "utf8")
+    // Every acknowledged chat is in messages.json or its journal, once.
+    const history = historyText(dataDir, "notebook-physics")
+    decodeHistory(history)
     for (const message of acknowledgedChats) expect(history.split(`"${message}"`).length - 1).toBe(1)
     expect(statSync(join(dataDir, "sessions.json")).size).toBeGreaterThan(0)
     // Without API keys it says it serves one tenant, unauthenticated, on 127.0.0.1 only.
@@ -161,15 +177,44 @@ describe("the gateway killed with SIGKILL during a stream of writes", () => {
     // kill left and, so that the check never passes on nothing, one of each kind planted here.
     writeFileSync(join(dataDir, "code-agent-auth", "load", ".w9-0.md.999999.0.ctxo-tmp"), "torn")
     writeFileSync(join(dataDir, ".sessions.json.999999.1700000000000.0.tmp"), "[")
+    // A history journal whose last record the kill cut in the middle (planted, so the check never
+    // passes on nothing): left out when read, cut off by the next record.
+    const journal = join(dataDir, "notebook-physics", "messages.journal")
+    appendFileSync(
+      journal,
+      '{"seq":999999,"sum":"0badf00d","patch":{"keep":0,"messages":[{"id":"torn-record"'
+    )
     const left = walk(dataDir).filter(isTemporary).length
     const again = await startChild(dataDir)
     expect(walk(dataDir).filter(isTemporary)).toEqual([])
     expect(again.log()).toContain(
       `Removed ${left} temporary file${left === 1 ? "" : "s"} left by interrupted writes`
     )
+    // The restarted gateway reads every acknowledged chat past the torn line, and records on.
+    const read = await fetch(`${again.base}/api/sessions/notebook-physics/file?path=messages.json`)
+    expect(read.status).toBe(200)
+    const served = ((await read.json()) as { content: string }).content
+    for (const message of acknowledgedChats) expect(served.split(`"${message}"`).length - 1).toBe(1)
+    expect(served).not.toContain("torn-record")
+    const after = await fetch(`${again.base}/api/session/notebook-physics/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ message: "after the restart", model: "gpt-4o" })
+    })
+    expect(await after.text()).toContain("event: done")
+    const journalText = readFileSync(journal, "utf8")
+    expect(journalText.endsWith("\n")).toBe(true)
+    expect(Either.getOrThrow(readJournal(journalText)).torn).toBe(false)
+    expect(journalText).not.toContain("torn-record")
     const stopped = new Promise((r) => again.child.once("exit", r))
     again.child.kill("SIGTERM")
     await stopped
+    // Stopped, it folded the journal it wrote into messages.json: every acknowledged chat, once.
+    expect(existsSync(journal)).toBe(false)
+    const folded = readFileSync(join(dataDir, "notebook-physics", "messages.json"), "utf8")
+    decodeHistory(folded)
+    for (const message of [...acknowledgedChats, "after the restart"])
+      expect(folded.split(`"${message}"`).length - 1).toBe(1)
   }, 180_000)
 })
 
@@ -209,7 +254,7 @@ describe("the gateway stopped with SIGTERM during an open chat stream", () => {
     // It was waiting on the upstream, not finished.
     expect(upstream.requests).toHaveLength(1)
     await upstream.close()
-    const history = readFileSync(join(dataDir, "notebook-physics", "messages.json"), "utf8")
+    const history = historyText(dataDir, "notebook-physics")
     Schema.decodeUnknownSync(Schema.parseJson(HistoryDocument))(history)
     expect(history.split('"A question during shutdown"').length - 1).toBe(1)
   }, 180_000)

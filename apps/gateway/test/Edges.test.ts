@@ -4,14 +4,12 @@
  * what an error says (its status the same on `/api` and `/v1`, no paths, no long echoes, under 2 KB).
  */
 
-import { readFileSync } from "node:fs"
 import { request as httpRequest } from "node:http"
-import { join } from "node:path"
 import { UpstreamError } from "@ctxo/agent/ModelClient"
 import { Data, Option, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { STATUS, snakeCase, statusOf, toApiError } from "../src/ErrorMapping.ts"
-import { startGateway } from "./harness.ts"
+import { historyText, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -165,7 +163,7 @@ describe("authorization is decided on the route the router matches", () => {
 
 describe("bodies", () => {
   let gw: Gateway
-  const history = () => readFileSync(join(gw.dataDir, "code-agent-auth", "messages.json"), "utf8")
+  const history = () => historyText(gw.dataDir, "code-agent-auth")
   beforeAll(async () => {
     gw = await startGateway({ maxBodyBytes: 64 * 1024 })
   })

@@ -5,7 +5,7 @@
  * archived; the model sees this turn's references, reminders and full tool results; history in
  * the seed's plain-array form is read; a corrupt manifest is named; a deleted session stays gone.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
@@ -15,7 +15,7 @@ import type { HistoryDocument } from "@ctxo/history/Message"
 import { Option } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, createSession, startGateway } from "./harness.ts"
+import { chatEvents, createSession, hasHistory, historyText, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 type Sent = ReadonlyArray<Record<string, unknown>>
@@ -83,8 +83,8 @@ const preview = (g: Gateway, id: string, query?: string) =>
     `/api/session/${id}/context-preview${query === undefined ? "" : `?query=${encodeURIComponent(query)}`}`
   )
 
-const historyText = (g: Gateway, id: string) => readFileSync(join(g.dataDir, id, "messages.json"), "utf8")
-const history = (g: Gateway, id: string) => JSON.parse(historyText(g, id)) as HistoryDocument
+const historyOf = (g: Gateway, id: string) => historyText(g.dataDir, id)
+const history = (g: Gateway, id: string) => JSON.parse(historyOf(g, id)) as HistoryDocument
 const textOf = (m: HistoryDocument["messages"][number]) =>
   m.parts.map((p) => (p._tag === "text" ? p.text : "")).join("")
 const contentOf = (m: Record<string, unknown>) =>
@@ -161,7 +161,7 @@ describe("one turn at a time on /v1 session mode, streaming included", () => {
 
   it("the same Idempotency-Key with another message is 409 in OpenAI's error shape, nothing recorded", async () => {
     const sid = "engine-idem"
-    const recorded = historyText(gw, sid)
+    const recorded = historyOf(gw, sid)
     const calls = gw.upstream.requests.length
     const body = { model: "gpt-4o", messages: [{ role: "user", content: "Something else entirely." }] }
     const headers = { "X-Ctxo-Session": sid, "Idempotency-Key": "same-key" }
@@ -182,7 +182,7 @@ describe("one turn at a time on /v1 session mode, streaming included", () => {
     const streaming = await http(gw, "POST", "/v1/chat/completions", { ...body, stream: true }, headers)
     expect(streaming.status, streaming.text).toBe(409)
     expect(streaming.json?.error?.code).toBe(plain.json?.error?.code)
-    expect(historyText(gw, sid)).toBe(recorded)
+    expect(historyOf(gw, sid)).toBe(recorded)
     expect(gw.upstream.requests.length).toBe(calls)
   })
 })
@@ -196,7 +196,7 @@ describe("an input that cannot fit", () => {
       const r = await gw.run(chatEvents(sid, { message, model: "gpt-4o" }))
       expect(r.events.at(-1)?.event).toBe("done")
     }
-    const recorded = historyText(gw, sid)
+    const recorded = historyOf(gw, sid)
     const calls = gw.upstream.requests.length
     // ~900 KB, about 180k tokens: over gpt-4o's 128k window.
     const huge = "alpha beta gamma delta ".repeat(40_000)
@@ -236,7 +236,7 @@ describe("an input that cannot fit", () => {
     const doc = history(gw, sid)
     expect(doc.messages.filter((m) => m.meta.archivedBy !== undefined)).toEqual([])
     expect(doc.compression).toEqual([])
-    expect(historyText(gw, sid)).toBe(recorded)
+    expect(historyOf(gw, sid)).toBe(recorded)
     expect(gw.upstream.requests.length).toBe(calls)
     expect((await preview(gw, sid)).status).toBe(200)
     const next = await gw.run(chatEvents(sid, { message: "a normal question", model: "gpt-4o" }))
@@ -397,7 +397,7 @@ describe("session files as users leave them", () => {
     expect(v1.status).toBe(422)
     expect(v1.json?.error?.message).toContain("context-config.json")
     expect(gw.upstream.requests.length).toBe(calls)
-    expect(existsSync(join(gw.dataDir, sid, "messages.json"))).toBe(false)
+    expect(hasHistory(gw.dataDir, sid)).toBe(false)
 
     await writeFile(gw, sid, "context-config.json", JSON.stringify({ policy: "layered", model: "gpt-4o" }))
     expect((await http(gw, "GET", `/api/sessions/${sid}/config`)).status).toBe(200)
@@ -475,8 +475,7 @@ describe("deleting a session while its turn runs", () => {
     return texts.filter((t) => sent.includes(t))
   }
   const recordedOf = (sid: string) => {
-    const file = join(slow.dataDir, sid, "messages.json")
-    return existsSync(file) ? history(slow, sid).messages.map(textOf) : []
+    return hasHistory(slow.dataDir, sid) ? history(slow, sid).messages.map(textOf) : []
   }
 
   it("the same id created again starts empty and stays empty after the old turn ends", async () => {

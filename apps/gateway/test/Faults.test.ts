@@ -4,13 +4,13 @@
  * session usable right after, the input recorded once and no empty answer recorded. Then clients
  * that go away mid-answer, and a model-given pattern that would take exponential time.
  */
-import { readFileSync, writeFileSync } from "node:fs"
+import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import type { Reply } from "@ctxo/agent/FakeUpstream"
 import type { HistoryDocument } from "@ctxo/history/Message"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, createSession, startGateway } from "./harness.ts"
+import { chatEvents, createSession, historyText, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -70,8 +70,7 @@ const faults: ReadonlyArray<Fault> = [
   { name: "a broken stream", reply: { type: "break", text: "half an answ" }, says: /./, kind: "other" }
 ]
 
-const history = (gw: Gateway, sid: string) =>
-  JSON.parse(readFileSync(join(gw.dataDir, sid, "messages.json"), "utf8")) as HistoryDocument
+const history = (gw: Gateway, sid: string) => JSON.parse(historyText(gw.dataDir, sid)) as HistoryDocument
 const textOf = (m: HistoryDocument["messages"][number]) =>
   m.parts.map((p) => (p._tag === "text" ? p.text : "")).join("")
 /** The session's record of one input: how often it was recorded, and the answers of its turn. */

@@ -11,7 +11,7 @@ import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Effect, Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chatEvents, startGateway } from "./harness.ts"
+import { chatEvents, historyText, startGateway } from "./harness.ts"
 
 let gw: Awaited<ReturnType<typeof startGateway>>
 beforeAll(async () => {
@@ -270,9 +270,7 @@ describe("chat over SSE", () => {
       "dismiss_memory"
     ])
     // The first request is exactly what the compiler makes of the session with the input recorded.
-    const doc = JSON.parse(
-      readFileSync(join(gw.dataDir, "code-agent-auth", "messages.json"), "utf8")
-    ) as HistoryDocument
+    const doc = JSON.parse(historyText(gw.dataDir, "code-agent-auth")) as HistoryDocument
     const inputAt = doc.messages.findIndex(
       (m) =>
         m.meta.kind === "input" &&
@@ -291,9 +289,7 @@ describe("chat over SSE", () => {
     )
     expect(compiled.format).toBe("openai")
     if (compiled.format === "openai") expect(sent[0]!.body.messages).toEqual(compiled.request.messages)
-    const history = JSON.parse(
-      readFileSync(join(gw.dataDir, "code-agent-auth", "messages.json"), "utf8")
-    ) as {
+    const history = JSON.parse(historyText(gw.dataDir, "code-agent-auth")) as {
       messages: Array<{ role: string; meta: { turn: number; kind?: string } }>
     }
     const turn = (result.events[0]!.data as { turn: number }).turn
@@ -330,9 +326,7 @@ describe("chat over SSE", () => {
       data: { text: "Fixed by negating the check." }
     })
     expect(gw.upstream.requests.length).toBe(calls)
-    const history = JSON.parse(
-      readFileSync(join(gw.dataDir, "code-agent-auth", "messages.json"), "utf8")
-    ) as {
+    const history = JSON.parse(historyText(gw.dataDir, "code-agent-auth")) as {
       messages: Array<{ role: string; parts: Array<{ text?: string }> }>
     }
     expect(
@@ -346,7 +340,7 @@ describe("chat over SSE", () => {
       chatEvents("notebook-physics", { message: "Explain tunnelling.", model: "gpt-4o" })
     )
     expect(result.events.at(-1)?.event).toBe("error")
-    const text = readFileSync(join(gw.dataDir, "notebook-physics", "messages.json"), "utf8")
+    const text = historyText(gw.dataDir, "notebook-physics")
     expect(text).not.toContain("half an answ")
     expect(text.split("Explain tunnelling.").length - 1).toBe(1)
   })
@@ -359,7 +353,7 @@ describe("chat over SSE", () => {
       )
     )
     expect(results.every((r) => r.events.at(-1)?.event === "done")).toBe(true)
-    const history = JSON.parse(readFileSync(join(gw.dataDir, "busy", "messages.json"), "utf8")) as {
+    const history = JSON.parse(historyText(gw.dataDir, "busy")) as {
       messages: Array<{
         role: string
         meta: { turn: number; kind?: string }

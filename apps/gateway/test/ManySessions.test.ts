@@ -13,7 +13,7 @@ import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import { Effect, Option, Redacted } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { call, chatEvents, createSession, startGateway } from "./harness.ts"
+import { call, chatEvents, createSession, historyText as historyOnDisk, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -31,7 +31,7 @@ const api = HttpApiClient.make(Api)
 
 const historyText = (sid: string) => {
   try {
-    return readFileSync(join(gw.dataDir, sid, "messages.json"), "utf8")
+    return historyOnDisk(gw.dataDir, sid)
   } catch {
     return ""
   }

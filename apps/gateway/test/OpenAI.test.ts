@@ -1,5 +1,3 @@
-import { readFileSync } from "node:fs"
-import { join } from "node:path"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import { compile } from "@ctxo/compiler/Compile"
@@ -8,7 +6,7 @@ import type { HistoryDocument } from "@ctxo/history/Message"
 import { Effect, Layer } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startGateway } from "./harness.ts"
+import { historyText, startGateway } from "./harness.ts"
 
 let gw: Awaited<ReturnType<typeof startGateway>>
 let client: OpenAI
@@ -18,8 +16,7 @@ beforeAll(async () => {
 })
 afterAll(() => gw.close())
 
-const history = (sid: string) =>
-  JSON.parse(readFileSync(join(gw.dataDir, sid, "messages.json"), "utf8")) as HistoryDocument
+const history = (sid: string) => JSON.parse(historyText(gw.dataDir, sid)) as HistoryDocument
 const compiledAt = (sid: string, doc: HistoryDocument, model: string) =>
   Effect.runPromise(
     compile({ sessionId: sid, model, format: "openai", query: "", history: doc }).pipe(

@@ -7,7 +7,7 @@
  * nothing; provider-qualified model ids forwarded without their prefix and routed by it; the local
  * model's scripted tool calls; the plural session routes and the seed's singular aliases.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type FakeUpstream, parseScript, startFakeUpstream } from "@ctxo/agent/FakeUpstream"
@@ -16,7 +16,7 @@ import { ConfigProvider, Effect, Layer, Option, Redacted, Stream } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
-import { chatEvents, createSession, startGateway } from "./harness.ts"
+import { chatEvents, createSession, historyText, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -45,7 +45,7 @@ const user = (content: string, model = "gpt-4o") => ({
   messages: [{ role: "user" as const, content }]
 })
 
-const historyText = (gw: Gateway, sid: string) => readFileSync(join(gw.dataDir, sid, "messages.json"), "utf8")
+const historyOf = (gw: Gateway, sid: string) => historyText(gw.dataDir, sid)
 
 let sessions = 0
 const newSession = (gw: Gateway) => createSession(gw, `conventions-${++sessions}`)
@@ -139,7 +139,7 @@ describe("upstream errors as OpenAI clients read them", () => {
       }
       // Session mode: the input was recorded once, with the answer after the retry.
       if (sid !== undefined) {
-        const doc = JSON.parse(historyText(gw, sid)) as { messages: Array<{ meta: { kind: string } }> }
+        const doc = JSON.parse(historyOf(gw, sid)) as { messages: Array<{ meta: { kind: string } }> }
         expect(doc.messages.map((m) => m.meta.kind)).toEqual(["input", "final", "input", "final"])
       }
     },
@@ -288,7 +288,7 @@ describe("session mode says what it takes", () => {
   it("x-ctxo-record: false compiles and forwards, and records nothing", async () => {
     const sid = await newSession(gw)
     await client.chat.completions.create(user("recorded"), { headers: { "X-Ctxo-Session": sid } })
-    const recorded = historyText(gw, sid)
+    const recorded = historyOf(gw, sid)
     for (const stream of [false, true]) {
       const before = gw.upstream.requests.length
       const headers = { "X-Ctxo-Session": sid, "x-ctxo-record": "false" }
@@ -304,7 +304,7 @@ describe("session mode says what it takes", () => {
       expect(JSON.stringify(sent)).toContain("recorded")
       expect(JSON.stringify(sent.at(-1))).toContain("an eval question")
     }
-    expect(historyText(gw, sid)).toBe(recorded)
+    expect(historyOf(gw, sid)).toBe(recorded)
   })
 })
 

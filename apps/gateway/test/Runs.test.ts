@@ -4,10 +4,8 @@
  * part): the stream of transitions, the state afterwards, the child sessions, what a specialist is
  * sent, a retry by key, a failed upstream and its resumption, and the refusals.
  */
-import { readFileSync } from "node:fs"
-import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { call, createSession, startGateway } from "./harness.ts"
+import { call, createSession, historyText, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -110,7 +108,7 @@ describe("POST /api/sessions/{id}/runs", () => {
     expect(sent).toContain(JSON.stringify(s1Result).slice(1, -1))
 
     // The session's history: the goal once as input, the final answer once.
-    const history = JSON.parse(readFileSync(join(gw.dataDir, sid, "messages.json"), "utf8")) as {
+    const history = JSON.parse(historyText(gw.dataDir, sid)) as {
       messages: Array<{ role: string; meta: { kind?: string }; parts: Array<{ text?: string }> }>
     }
     expect(history.messages.filter((m) => m.meta.kind === "input").map((m) => m.parts[0]?.text)).toEqual([

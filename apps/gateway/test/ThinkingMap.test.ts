@@ -11,7 +11,7 @@ import { Api } from "@ctxo/api/Api"
 import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { call, chatEvents, createSession, startGateway } from "./harness.ts"
+import { call, chatEvents, createSession, historyText, startGateway } from "./harness.ts"
 
 type Gateway = Awaited<ReturnType<typeof startGateway>>
 
@@ -116,7 +116,7 @@ describe("a node's context", () => {
     await gw.run(chatEvents(sid, { message: "Does the certificate renew?", node: "domain" }))
 
     // The node is recorded on the turn's input.
-    const history = JSON.parse(readFileSync(join(gw.dataDir, sid, "messages.json"), "utf8")) as {
+    const history = JSON.parse(historyText(gw.dataDir, sid)) as {
       messages: ReadonlyArray<{ role: string; meta: { turn: number; kind?: string; node?: string } }>
     }
     expect(

@@ -26,7 +26,7 @@ import { homedir, tmpdir } from "node:os"
 import { isAbsolute, join, relative, resolve, sep } from "node:path"
 import type { Reply } from "@ctxo/agent/FakeUpstream"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startGateway } from "./harness.ts"
+import { historyText, startGateway } from "./harness.ts"
 
 /**
  * Each corpus test sends hundreds of requests; alone they take 2-12 s. Under CI's parallel load (every
@@ -430,7 +430,7 @@ beforeAll(async () => {
   await writeManifest("victim", { sources: { leak__context: CANARY.victimConfig } })
   const chat = await send("POST", "/api/session/victim/chat", { message: `remember ${CANARY.victimHistory}` })
   expect(chat.body).toContain("event: done")
-  expect(readFileSync(join(data, "victim", "messages.json"), "utf8")).toContain(CANARY.victimHistory)
+  expect(historyText(data, "victim")).toContain(CANARY.victimHistory)
   // A tenant folder and a dot file in the data root; global files that are links out of it.
   mkdirSync(join(data, "tenants", "x"), { recursive: true })
   writeFileSync(join(data, "tenants", "x", "secret.md"), `# Secret\n${CANARY.tenant}\n`)

@@ -1,19 +1,41 @@
-import { cpSync, mkdtempSync, rmSync } from "node:fs"
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import type { ChatEvent } from "@ctxo/agent/Agent"
 import { type FakeUpstream, startFakeUpstream } from "@ctxo/agent/FakeUpstream"
+import { foldHistoryText } from "@ctxo/store/HistoryJournal"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Stream } from "effect"
+import { Effect, Either, Layer, Logger, LogLevel, ManagedRuntime, Option, Stream } from "effect"
 import { expect } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
 import { app } from "../src/Server.ts"
 
 export const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
+
+const textIfAny = (file: string) => (existsSync(file) ? readFileSync(file, "utf8") : undefined)
+
+/** Whether the session has a history on disk (messages.json, or its journal alone). */
+export const hasHistory = (dataDir: string, sessionId: string) =>
+  existsSync(join(dataDir, sessionId, "messages.json")) ||
+  existsSync(join(dataDir, sessionId, "messages.journal"))
+
+/**
+ * A session's history as the gateway reads it from disk: messages.json with its journal folded in
+ * (every acknowledged step is in one or the other). Throws when the session has none.
+ */
+export const historyText = (dataDir: string, sessionId: string): string => {
+  const folded = foldHistoryText(
+    textIfAny(join(dataDir, sessionId, "messages.json")),
+    textIfAny(join(dataDir, sessionId, "messages.journal"))
+  )
+  if (Either.isLeft(folded)) throw new Error(`${sessionId}: ${JSON.stringify(folded.left)}`)
+  if (folded.right === undefined) throw new Error(`${sessionId} has no history on disk`)
+  return folded.right
+}
 
 /**
  * A gateway on a copy of the example data, talking to a fake upstream the test scripts. `close`

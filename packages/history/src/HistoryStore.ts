@@ -3,18 +3,22 @@
  * function, writes, serialized per session so concurrent writers never lose each other's
  * messages. Two layers:
  * - `layerMemory`: for tests and replay;
- * - `layerStore` / `fromStore(store)`: the data root's store (`messages.json` and
- *   `tool-results/<callId>.json` in the session's directory, atomic writes, the session's lock);
- *   `layerFile(root)` is the same over a store of `root`.
+ * - `layerStore` / `fromStore(store)`: the data root's store (`messages.json` with its journal
+ *   `messages.journal`, and `tool-results/<callId>.json` in the session's directory, the session's
+ *   lock): a change is one journal record, the difference from the document before (documents are
+ *   immutable: the messages before the first one that is not the same object are kept), on disk
+ *   before `modify` returns; `layerFile(root)` is the same over a store of `root`, its journals
+ *   folded into messages.json when the layer is released.
  */
 
+import { diffHistory, type HistoryPatch } from "@ctxo/store/HistoryJournal"
 import { cleanSessionId, HISTORY_FILE } from "@ctxo/store/Paths"
 import * as Store from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
-import { Context, Effect, Either, Layer } from "effect"
+import { Context, Effect, Either, Layer, type Scope } from "effect"
 import type { HistoryError } from "./HistoryErrors.ts"
 import { HistoryCorrupt, HistoryIOError, InvalidSessionId } from "./HistoryErrors.ts"
-import { decodeHistoryText } from "./HistoryFormat.ts"
+import { decodeHistoryJson } from "./HistoryFormat.ts"
 import type { HistoryDocument } from "./Message.ts"
 import { emptyHistory } from "./Message.ts"
 import { fullResultPath } from "./ToolResultCompressor.ts"
@@ -91,9 +95,9 @@ export const layerMemory: Layer.Layer<HistoryStore> = Layer.effect(HistoryStore,
 export { writeFileAtomic } from "@ctxo/store/Atomic"
 
 /**
- * History kept by the data root's store: `messages.json` and `tool-results/` through the store's
- * checked, atomic writes and its per-session lock (the one the files API, deletion and turns
- * take), so a deleted session's history is never written back.
+ * History kept by the data root's store: `messages.json` with its journal and `tool-results/`
+ * through the store's checked writes and its per-session lock (the one the files API, deletion and
+ * turns take), so a deleted session's history is never written back.
  */
 export const fromStore = (store: Store.Service): Service => {
   const fileOf = (sessionId: string) => `${sessionId}/${HISTORY_FILE}`
@@ -107,41 +111,78 @@ export const fromStore = (store: Store.Service): Service => {
           : e._tag === "PathRefused"
             ? // messages.json or tool-results/ made a link out of the session: named, never followed.
               new HistoryCorrupt({ file: `${sessionId}/${e.path}`, reason: e.reason })
-            : new HistoryIOError({ file: fileOf(sessionId), operation, reason: e.message })
-  // The last document per session with the text it came from: an unchanged file is not decoded again.
-  const cache = new Map<string, { readonly text: string; readonly doc: HistoryDocument }>()
-  const read = (sessionId: string) =>
-    Effect.gen(function* () {
-      const text = yield* store
-        .readHistory(sessionId)
-        .pipe(Effect.mapError(fromStoreError(sessionId, "read")))
-      if (text === undefined) return emptyHistory
-      const cached = cache.get(sessionId)
-      if (cached !== undefined && cached.text === text) return cached.doc
-      // The v1 document, or the plain array of chat messages (written back as v1 on the next change).
-      const doc = yield* Either.match(decodeHistoryText(text, fileOf(sessionId)), {
-        onLeft: Effect.fail,
-        onRight: Effect.succeed
-      })
-      cache.set(sessionId, { text, doc })
-      if (cache.size > 256) cache.delete(cache.keys().next().value!)
-      return doc
+            : e._tag === "CorruptFile"
+              ? new HistoryCorrupt({ file: e.path, reason: e.reason })
+              : e._tag === "HistoryJournalCorrupt"
+                ? new HistoryCorrupt({ file: e.path, reason: `line ${e.line}: ${e.reason}` })
+                : new HistoryIOError({ file: fileOf(sessionId), operation, reason: e.message })
+  /**
+   * The last document per session with the stored JSON it came from (the store hands back the same
+   * object while the files are unchanged): an unchanged history is not decoded again. `exact`: the
+   * stored JSON is a v1 document whose messages are the document's, one for one, so a change can
+   * keep its first messages; otherwise (none yet, a plain array of chat messages) the first change
+   * writes the whole document.
+   */
+  const cache = new Map<
+    string,
+    { readonly json: unknown; readonly doc: HistoryDocument; readonly exact: boolean }
+  >()
+  const remember = (sessionId: string, entry: { json: unknown; doc: HistoryDocument; exact: boolean }) => {
+    cache.delete(sessionId)
+    cache.set(sessionId, entry)
+    if (cache.size > 256) cache.delete(cache.keys().next().value!)
+    return entry
+  }
+  const decoded = (sessionId: string, json: unknown) => {
+    if (json === undefined) return Effect.succeed({ json, doc: emptyHistory, exact: false })
+    const cached = cache.get(sessionId)
+    if (cached !== undefined && cached.json === json) return Effect.succeed(cached)
+    // The v1 document, or the plain array of chat messages (written back as v1 on the next change).
+    return Either.match(decodeHistoryJson(json, fileOf(sessionId)), {
+      onLeft: Effect.fail,
+      onRight: (doc) => Effect.succeed(remember(sessionId, { json, doc, exact: !Array.isArray(json) }))
     })
+  }
   const check = (sessionId: string) => validateSessionId(sessionId)
-  return {
-    load: (sessionId) => Effect.zipRight(check(sessionId), read(sessionId)),
-    modify: (sessionId, f) =>
-      store.withSessionLock(
-        sessionId,
+  const modify = <A, E>(
+    sessionId: string,
+    f: (doc: HistoryDocument) => Effect.Effect<readonly [A, HistoryDocument], E>
+  ): Effect.Effect<A, HistoryError | E> =>
+    Effect.gen(function* () {
+      yield* check(sessionId)
+      let after: HistoryDocument | undefined
+      // Nothing is written when reading or `f` fails; its error is given back as it is.
+      const change = (
+        json: unknown
+      ): Effect.Effect<readonly [Either.Either<A, HistoryError | E>, HistoryPatch | undefined]> =>
         Effect.gen(function* () {
-          yield* check(sessionId)
-          const [value, next] = yield* f(yield* read(sessionId))
-          const text = `${JSON.stringify(next, null, 2)}\n`
-          yield* store.writeHistory(sessionId, text).pipe(Effect.mapError(fromStoreError(sessionId, "write")))
-          cache.set(sessionId, { text, doc: next })
-          return value
-        })
-      ),
+          const current = yield* decoded(sessionId, json)
+          const [value, next] = yield* f(current.doc)
+          after = next
+          return [value, diffHistory(current.exact ? current.doc : undefined, next)] as const
+        }).pipe(
+          Effect.match({
+            onFailure: (e) => [Either.left(e), undefined] as const,
+            onSuccess: ([value, patch]) => [Either.right(value), patch] as const
+          })
+        )
+      const [outcome, json] = yield* store
+        .updateHistory(sessionId, change)
+        .pipe(Effect.mapError(fromStoreError(sessionId, "write")))
+      const value = yield* outcome
+      if (after !== undefined) remember(sessionId, { json, doc: after, exact: true })
+      return value
+    })
+  return {
+    load: (sessionId) =>
+      Effect.gen(function* () {
+        yield* check(sessionId)
+        const json = yield* store
+          .readHistoryJson(sessionId)
+          .pipe(Effect.mapError(fromStoreError(sessionId, "read")))
+        return (yield* decoded(sessionId, json)).doc
+      }),
+    modify,
     saveFullResult: (sessionId, callId, result) =>
       Effect.zipRight(
         check(sessionId),
@@ -166,12 +207,17 @@ export const fromStore = (store: Store.Service): Service => {
   }
 }
 
-/** History in `<root>/<sessionId>/messages.json`, through a store of that root. */
-export const makeFile = (root: string): Effect.Effect<Service> =>
-  Effect.sync(() => fromStore(Store.makeUnsafe(root)))
+/**
+ * History in `<root>/<sessionId>/messages.json` (and its journal), through a store of that root
+ * whose journals are folded into messages.json when the scope closes.
+ */
+export const makeFile = (
+  root: string,
+  options?: Store.StoreOptions
+): Effect.Effect<Service, never, Scope.Scope> => Effect.map(Store.makeScoped(root, options), fromStore)
 
-export const layerFile = (root: string): Layer.Layer<HistoryStore> =>
-  Layer.effect(HistoryStore, makeFile(root))
+export const layerFile = (root: string, options?: Store.StoreOptions): Layer.Layer<HistoryStore> =>
+  Layer.scoped(HistoryStore, makeFile(root, options))
 
 /** History through the data root's store. */
 export const layerStore: Layer.Layer<HistoryStore, never, Store.Store> = Layer.effect(

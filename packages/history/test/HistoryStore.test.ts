@@ -1,11 +1,20 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as HistoryStore from "../src/HistoryStore.ts"
-import { emptyHistory } from "../src/Message.ts"
+import { emptyHistory, textOf } from "../src/Message.ts"
 import { recordStep, recordToolResult, startTurn } from "../src/Recorder.ts"
 import { beginTurn } from "../src/Turns.ts"
 
@@ -18,32 +27,120 @@ const fileStore = (sessions: ReadonlyArray<string> = ["s1", "s2", "s4", "edit"])
   const root = mkdtempSync(join(tmpdir(), "ctxo-store-"))
   roots.push(root)
   for (const id of sessions) mkdirSync(join(root, id))
-  return { root, layer: HistoryStore.layerFile(root).pipe(Layer.provide(NodeContext.layer)) }
+  return { root, layer: fileStoreOn(root) }
 }
+/** The history of a data root through a store of its own (what another process would have). */
+const fileStoreOn = (root: string) => HistoryStore.layerFile(root).pipe(Layer.provide(NodeContext.layer))
 
 describe("HistoryStore (file)", () => {
-  it.effect("writes messages.json atomically and reads back what it wrote", () => {
+  it.effect("records a change as one journal line; messages.json is written whole when released", () => {
     const { root, layer } = fileStore()
     return Effect.gen(function* () {
-      const store = yield* HistoryStore.HistoryStore
-      yield* startTurn("s1", { input: "hello", inputKey: "k" })
-      const doc = yield* store.load("s1")
-      expect(doc.messages.map((m) => m.id)).toEqual(["t1-0"])
+      const doc = yield* Effect.gen(function* () {
+        const store = yield* HistoryStore.HistoryStore
+        yield* startTurn("s1", { input: "hello", inputKey: "k" })
+        yield* recordStep("s1", 1, { text: "Thought: look it up" })
+        const doc = yield* store.load("s1")
+        expect(doc.messages.map((m) => m.id)).toEqual(["t1-0", "t1-1"])
+        expect(readdirSync(join(root, "s1"))).toEqual(["messages.journal"])
+        const lines = readFileSync(join(root, "s1", "messages.journal"), "utf8").split("\n")
+        expect(lines).toHaveLength(3)
+        // The step's record holds the step only: the input before it is kept by count.
+        expect(JSON.parse(lines[1]!)).toMatchObject({
+          seq: 2,
+          patch: { keep: 1, messages: [{ id: "t1-1" }] }
+        })
+        // Another process (a store of its own) reads the same document.
+        const other = yield* Effect.provide(HistoryStore.HistoryStore, fileStoreOn(root))
+        expect(yield* other.load("s1")).toEqual(doc)
+        return doc
+      }).pipe(Effect.provide(layer))
       const onDisk = JSON.parse(readFileSync(join(root, "s1", "messages.json"), "utf8"))
-      expect(onDisk).toEqual(doc)
+      expect(onDisk).toEqual({ ...doc, journalSeq: 2 })
       expect(readdirSync(join(root, "s1"))).toEqual(["messages.json"])
-    }).pipe(Effect.provide(layer))
+    })
   })
 
   it.effect("sees a change made to messages.json by hand", () => {
     const { root, layer } = fileStore()
+    const file = join(root, "edit", "messages.json")
+    writeFileSync(file, JSON.stringify([{ role: "user", content: "before" }]))
     return Effect.gen(function* () {
       const store = yield* HistoryStore.HistoryStore
-      yield* startTurn("edit", { input: "before" })
-      const file = join(root, "edit", "messages.json")
+      expect((yield* store.load("edit")).messages[0]!.parts[0]).toEqual({ _tag: "text", text: "before" })
       writeFileSync(file, readFileSync(file, "utf8").replace('"before"', '"after, edited by hand"'))
       const doc = yield* store.load("edit")
       expect(doc.messages[0]!.parts[0]).toEqual({ _tag: "text", text: "after, edited by hand" })
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("writes a plain array of chat messages back as v1 with its first change", () => {
+    const { root, layer } = fileStore()
+    writeFileSync(
+      join(root, "s2", "messages.json"),
+      JSON.stringify([
+        { role: "user", content: "hi" },
+        { role: "assistant", content: "hello" }
+      ])
+    )
+    return Effect.gen(function* () {
+      const store = yield* HistoryStore.HistoryStore
+      yield* startTurn("s2", { input: "and now?" })
+      const doc = yield* store.load("s2")
+      expect(doc.messages.map((m) => m.role)).toEqual(["user", "assistant", "user"])
+      const record = JSON.parse(readFileSync(join(root, "s2", "messages.journal"), "utf8"))
+      expect(record.patch).toMatchObject({
+        keep: 0,
+        messages: { length: 3 },
+        set: { format: "ctxo.history/v1" }
+      })
+      const other = yield* Effect.provide(HistoryStore.HistoryStore, fileStoreOn(root))
+      expect(yield* other.load("s2")).toEqual(doc)
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("reads every acknowledged change past a torn last line, and cuts it off", () => {
+    const { root, layer } = fileStore()
+    const journal = join(root, "s4", "messages.journal")
+    return Effect.gen(function* () {
+      yield* startTurn("s4", { input: "question" })
+      yield* recordStep("s4", 1, { text: "one" })
+      yield* recordStep("s4", 1, { text: "two" })
+      // Killed while writing the third record.
+      truncateSync(journal, statSync(journal).size - 20)
+      const after = yield* Effect.provide(HistoryStore.HistoryStore, fileStoreOn(root))
+      expect((yield* after.load("s4")).messages.map(textOf)).toEqual(["question", "one"])
+      yield* Effect.provide(
+        recordStep("s4", 1, { text: "three" }),
+        Layer.succeed(HistoryStore.HistoryStore, after)
+      )
+      const text = readFileSync(journal, "utf8")
+      expect(text.endsWith("\n")).toBe(true)
+      expect(
+        text
+          .split("\n")
+          .slice(0, -1)
+          .map((l) => JSON.parse(l).seq)
+      ).toEqual([1, 2, 3])
+      const third = yield* Effect.provide(HistoryStore.HistoryStore, fileStoreOn(root))
+      expect((yield* third.load("s4")).messages.map(textOf)).toEqual(["question", "one", "three"])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("names the journal and the line of a bad record before the last", () => {
+    const { root, layer } = fileStore()
+    const journal = join(root, "s4", "messages.journal")
+    return Effect.gen(function* () {
+      yield* startTurn("s4", { input: "question" })
+      yield* recordStep("s4", 1, { text: "one" })
+      yield* recordStep("s4", 1, { text: "two" })
+      writeFileSync(journal, readFileSync(journal, "utf8").replace('"one"', '"ONE"'))
+      const after = yield* Effect.provide(HistoryStore.HistoryStore, fileStoreOn(root))
+      const error = yield* Effect.flip(after.load("s4"))
+      expect(error._tag).toBe("HistoryCorrupt")
+      expect(error.message).toBe(
+        "History file s4/messages.journal cannot be read: line 2: its checksum does not match its content"
+      )
     }).pipe(Effect.provide(layer))
   })
 
