@@ -1,16 +1,20 @@
 /**
  * History costs on long sessions (no model call): appending a step (in memory and through the file
- * store, which rewrites messages.json atomically), and the compaction decision plus selection
- * (trigger, turn grouping, budget-limited plan). Cold is the first call in this process; warm is
- * the median of repeated calls. Reported per history length, with growth from 1k to 10k messages.
+ * store, which appends one record to the session's journal and fdatasyncs it), and the compaction
+ * decision plus selection (trigger, turn grouping, budget-limited plan). Cold is the first call in
+ * this process; warm is the median of repeated calls. Reported per history length, with growth from
+ * 1k to 10k messages. Then one recorded step on a 200- and a 2,000-message session: the whole-file
+ * rewrite of messages.json that each step used to cost (JSON text, temporary file, fsync, rename)
+ * against the journal's append, with the ratio.
  */
 
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { performance } from "node:perf_hooks"
+import * as Store from "@ctxo/store/Store"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { messageText, planCompaction, shouldCompact } from "../src/Compaction.ts"
 import * as HistoryStore from "../src/HistoryStore.ts"
 import type { HistoryDocument } from "../src/Message.ts"
@@ -78,7 +82,24 @@ const rows: Array<Row> = []
 const root = mkdtempSync(join(tmpdir(), "ctxo-history-bench-"))
 // Removed however the run ends (done or failed).
 process.on("exit", () => rmSync(root, { recursive: true, force: true }))
-const files = HistoryStore.layerFile(root).pipe(Layer.provide(NodeContext.layer))
+/**
+ * The history of a data root whose sessions are made with `doc` written whole as messages.json
+ * (not as one journal record of the whole document: that would be folded in the background while
+ * the steps are timed).
+ */
+const withSession = <A>(
+  session: string,
+  doc: HistoryDocument,
+  f: (history: HistoryStore.Service) => Effect.Effect<A, unknown>
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const store = yield* Store.makeScoped(root)
+      mkdirSync(join(root, session), { recursive: true })
+      yield* store.writeHistory(session, `${JSON.stringify(doc, null, 2)}\n`)
+      return yield* f(HistoryStore.fromStore(store))
+    })
+  )
 
 for (const size of sizes) {
   const doc = build(size)
@@ -87,19 +108,19 @@ for (const size of sizes) {
   const decideCold = time(() => decide(doc))
   const decideWarm = median(Array.from({ length: rounds * 4 }, () => time(() => decide(doc))))
   const fileTimes = await Effect.runPromise(
-    Effect.gen(function* () {
-      const store = yield* HistoryStore.HistoryStore
-      const session = `s${size}`
-      mkdirSync(join(root, session), { recursive: true })
-      yield* store.modify(session, () => Effect.succeed([undefined, doc] as const))
-      const times: Array<number> = []
-      for (let i = 0; i <= rounds; i++) {
-        const start = performance.now()
-        yield* store.modify(session, (current) => Effect.succeed([undefined, appendOnce(current)] as const))
-        times.push(performance.now() - start)
-      }
-      return times
-    }).pipe(Effect.provide(files), Effect.scoped)
+    withSession(`s${size}`, doc, (store) =>
+      Effect.gen(function* () {
+        const times: Array<number> = []
+        for (let i = 0; i <= rounds; i++) {
+          const start = performance.now()
+          yield* store.modify(`s${size}`, (current) =>
+            Effect.succeed([undefined, appendOnce(current)] as const)
+          )
+          times.push(performance.now() - start)
+        }
+        return times
+      })
+    )
   )
   rows.push({
     size,
@@ -110,6 +131,44 @@ for (const size of sizes) {
     decideCold,
     decideWarm
   })
+}
+/** One recorded step, both ways: the median of `rounds * 4` steps each. */
+const stepRows: Array<{ size: number; rewrite: number; journal: number }> = []
+for (const size of [200, 2_000]) {
+  const doc = build(size)
+  const steps = rounds * 4
+  const rewrite = await Effect.runPromise(
+    Effect.gen(function* () {
+      const file = join(root, `rewrite${size}`, "messages.json")
+      let current = doc
+      yield* HistoryStore.writeFileAtomic(file, `${JSON.stringify(current, null, 2)}\n`)
+      const times: Array<number> = []
+      for (let i = 0; i < steps; i++) {
+        current = appendOnce(current)
+        const start = performance.now()
+        // What modify did per step before the journal: the whole document as text, written atomically.
+        yield* HistoryStore.writeFileAtomic(file, `${JSON.stringify(current, null, 2)}\n`)
+        times.push(performance.now() - start)
+      }
+      return median(times)
+    }).pipe(Effect.provide(NodeContext.layer))
+  )
+  const journal = await Effect.runPromise(
+    withSession(`journal${size}`, doc, (store) =>
+      Effect.gen(function* () {
+        const times: Array<number> = []
+        for (let i = 0; i < steps; i++) {
+          const start = performance.now()
+          yield* store.modify(`journal${size}`, (current) =>
+            Effect.succeed([undefined, appendOnce(current)] as const)
+          )
+          times.push(performance.now() - start)
+        }
+        return median(times)
+      })
+    )
+  )
+  stepRows.push({ size, rewrite, journal })
 }
 rmSync(root, { recursive: true, force: true })
 
@@ -127,3 +186,12 @@ const last = rows.at(-1)!
 console.log(
   `growth 1k -> 10k messages (10x): append ${(last.appendWarm / first.appendWarm).toFixed(1)}x, file append ${(last.fileWarm / first.fileWarm).toFixed(1)}x, decision + selection ${(last.decideWarm / first.decideWarm).toFixed(1)}x`
 )
+console.log("")
+console.log(
+  "one recorded step (file store) | rewrite messages.json (before) | journal append (now) | ratio   (ms, median)"
+)
+for (const r of stepRows) {
+  console.log(
+    `${`${r.size.toLocaleString("en-US")} messages`.padStart(30)} | ${f(r.rewrite).padStart(30)} | ${f(r.journal).padStart(20)} | ${(r.rewrite / r.journal).toFixed(1)}x`
+  )
+}
