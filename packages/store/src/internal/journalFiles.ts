@@ -15,6 +15,7 @@
  *   `foldRecords` or `foldBytes`, under the session's lock (after the turn that holds it), one fold
  *   at a time, and for every journal when the store is flushed (released).
  */
+import { fstatSync, ftruncateSync, writeSync } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
 import { stat } from "node:fs/promises"
 import { join } from "node:path"
@@ -108,15 +109,21 @@ const memo = <A>(f: () => A): (() => A) => {
   }
 }
 
+/** Journals kept open between appends, at most (the least recently used idle ones are closed). */
+const MAX_OPEN = 64
+
 /**
- * A journal file's durability: records written (`written`) and known to be on disk (`durable`),
- * and the one fdatasync running. Its handle is open while an append uses it or waits on it.
+ * A journal file (one inode) and its durability: records written (`written`) and known to be on
+ * disk (`durable`), and the one fdatasync running. Its handle stays open between appends; it is
+ * closed once nobody uses it after `close` (the journal folded or gone, the store flushed, too many
+ * open), and opened again by the next append.
  */
 class JournalFile {
   handle: FileHandle | undefined = undefined
   written: number
   private durable: number
   private refs = 0
+  private closing = false
   private running: Promise<void> | undefined = undefined
   private failure: { readonly error: unknown } | undefined = undefined
   constructor(
@@ -129,19 +136,28 @@ class JournalFile {
   use(handle: FileHandle) {
     this.handle = handle
   }
+  get idle() {
+    return this.refs === 0 && this.running === undefined
+  }
   acquire() {
     this.refs++
+    this.closing = false
   }
   release() {
     this.refs--
-    this.closeIfIdle()
+    this.closeIfAsked()
   }
   /** Records up to `seq` are on disk by other means (a fold wrote them into messages.json). */
   settle(seq: number) {
     this.durable = Math.max(this.durable, seq)
   }
-  closeIfIdle() {
-    if (this.refs > 0 || this.running !== undefined || this.handle === undefined) return
+  /** Closes the handle once nobody uses it. */
+  close() {
+    this.closing = true
+    this.closeIfAsked()
+  }
+  private closeIfAsked() {
+    if (!this.closing || !this.idle || this.handle === undefined) return
     const handle = this.handle
     this.handle = undefined
     handle.close().catch(() => {})
@@ -168,7 +184,7 @@ class JournalFile {
           )
           .finally(() => {
             this.running = undefined
-            this.closeIfIdle()
+            this.closeIfAsked()
           })
       }
       await this.running
@@ -326,7 +342,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     if (file !== undefined && file.ino !== state.journalIno) {
       // Not the journal there now (a fold, another process, a recreated session): done with it.
       files.delete(sessionId)
-      file.closeIfIdle()
+      file.close()
       file = undefined
     }
     if (file?.handle === undefined) {
@@ -343,16 +359,30 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     }
     const journal = file
     journal.acquire()
+    // The most recently used last; beyond MAX_OPEN, the oldest idle ones are closed.
+    files.delete(sessionId)
+    files.set(sessionId, journal)
+    let open = 0
+    for (const f of files.values()) if (f.handle !== undefined) open++
+    for (const f of files.values()) {
+      if (open <= MAX_OPEN) break
+      if (f !== journal && f.handle !== undefined && f.idle) {
+        f.close()
+        open--
+      }
+    }
     try {
-      const handle = journal.handle!
+      // A line of a few hundred bytes to the page cache: written at once (the fdatasync is not).
+      const fd = journal.handle!.fd
       // A torn tail, or only records messages.json already holds: cut off before the record.
       if (state.journalIno !== undefined && state.journalBytes > 0) {
-        if (state.records === 0) await handle.truncate(0)
-        else if (state.journalBytes > state.validBytes) await handle.truncate(state.validBytes)
+        if (state.records === 0) ftruncateSync(fd, 0)
+        else if (state.journalBytes > state.validBytes) ftruncateSync(fd, state.validBytes)
       }
-      await handle.appendFile(line, "utf8")
+      const bytes = Buffer.from(line, "utf8")
+      for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at, bytes.length - at)
       journal.written = seq
-      const info = await handle.stat()
+      const info = fstatSync(fd)
       return { journal, stamp: stampOf(info), ino: info.ino, size: info.size }
     } catch (e) {
       journal.release()
@@ -382,7 +412,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         // Its records are in messages.json now (or were already): whoever waits on them is done.
         file.settle(seq)
         files.delete(sessionId)
-        file.closeIfIdle()
+        file.close()
       }
       journaled.delete(sessionId)
       const stampM = yield* Effect.promise(() => stampNow(join(dir, HISTORY_FILE)))
@@ -553,7 +583,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       const file = files.get(sessionId)
       if (file !== undefined) {
         files.delete(sessionId)
-        file.closeIfIdle()
+        file.close()
       }
     },
     /**
@@ -563,7 +593,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     flush: Effect.gen(function* () {
       yield* Effect.forEach([...folding.values()], (done) => Deferred.await(done), { discard: true })
       yield* Effect.forEach([...journaled], foldLocked, { discard: true })
-      for (const file of files.values()) file.closeIfIdle()
+      for (const file of files.values()) file.close()
     })
   }
 }
