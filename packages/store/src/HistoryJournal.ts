@@ -64,7 +64,8 @@ export const recordLine = (
   return { line: `{"seq":${seq},"sum":"${checksum(seq, payload)}","patch":${payload}}\n`, payload }
 }
 
-const RECORD = /^\{"seq":(\d{1,15}),"sum":"([0-9a-f]{8})","patch":(.*)\}$/
+// `s`: JSON.stringify leaves U+2028 and U+2029 as they are, and `.` would stop at them.
+const RECORD = /^\{"seq":(\d{1,15}),"sum":"([0-9a-f]{8})","patch":(.*)\}$/s
 
 /** Why a line is not the record that should come after `previous` (undefined when it is). */
 const lineProblem = (content: string, previous: number | undefined): string | JournalRecord => {

@@ -80,6 +80,14 @@ describe("the journal's format", () => {
     )
   })
 
+  it("reads back any text: line and paragraph separators, astral and lone surrogates, newlines", () => {
+    const texts = ["a\u2028b\u2029c", "emoji 🧪 and 中文", "lone \ud800 surrogate", "line\nbreak\r\n"]
+    const journal = texts.map((text, i) => recordLine(i + 1, { keep: i, messages: [{ text }] }).line).join("")
+    const read = Either.getOrThrow(readJournal(journal))
+    expect(read).toMatchObject({ torn: false, validBytes: Buffer.byteLength(journal) })
+    expect(read.records.map((r) => JSON.parse(r.payload).messages[0].text)).toEqual(texts)
+  })
+
   it("a change keeps the messages before the first one that is not the same object", () => {
     const a = { id: "a", text: "a" }
     const b = { id: "b", text: "b" }
