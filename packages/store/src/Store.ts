@@ -9,9 +9,10 @@
  *   <root>/distributions.json                the latest task distributions (`Distribution`)
  *   <root>/memory.json                       agent-level (L3) and global (L4) memory (`MemoryEntry`)
  *   <root>/knowledge-index.json              the knowledge index, derived from the sessions' files
- *   <root>/<sessionId>/...                   context-config.json, messages.json, tool-results/,
- *                                            tasks.json (its tasks, `Task`), memory.json (its
- *                                            L2 memory and L1 overrides, `MemoryEntry`), any file
+ *   <root>/<sessionId>/...                   context-config.json, messages.json and its journal
+ *                                            messages.journal, tool-results/, tasks.json (its
+ *                                            tasks, `Task`), memory.json (its L2 memory and L1
+ *                                            overrides, `MemoryEntry`), any file
  *
  * One path rule, one session-id rule, one symlink rule, one lock per session and one file cache:
  * - Files are opened first and checked where the opened file really is (`internal/safeFs.ts`), so
@@ -19,7 +20,9 @@
  *   its own directory and the global files, never another session's folder, `sessions.json` or
  *   tenant folders; a symlink is followed only when the file it leads to is one of those.
  * - Writes are atomic (temporary file, fsync, rename) and never recreate a deleted session's
- *   directory. Every write of a session (files, history, tool results) and its deletion take the
+ *   directory. A history change is one record appended to the session's journal instead, on disk
+ *   (fdatasync) before it is acknowledged, and folded into messages.json later
+ *   (`internal/journalFiles.ts`; the format is `HistoryJournal.ts`). Every write of a session (files, history, tool results) and its deletion take the
  *   session's lock; a turn holds it for the whole turn (`withSessionLock` is re-entrant within
  *   the fiber that holds it, so the turn's own writes pass).
  * - Reads are cached by device, inode, modification time and size: an unchanged file is one

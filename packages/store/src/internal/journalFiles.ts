@@ -221,7 +221,8 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
   const remember = (sessionId: string, state: HistoryState) => {
     states.delete(sessionId)
     states.set(sessionId, state)
-    while (states.size > 1024) states.delete(states.keys().next().value!)
+    // As many as history keeps decoded: a long session's JSON is large.
+    while (states.size > 256) states.delete(states.keys().next().value!)
   }
   const attempt = <A>(path: string, operation: string, f: () => Promise<A>) =>
     Effect.tryPromise({ try: f, catch: deps.io(path, operation) })
