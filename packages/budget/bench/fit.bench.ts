@@ -44,7 +44,7 @@ const chars = blocks.reduce((n, b) => n + b.text.length, 0)
 const tokens = blocks.reduce((n, b) => n + reference.counter.count(b.text), 0)
 const chinese = blocks.filter((b) => /[\u4e00-\u9fff]/.test(b.text)).length
 console.log(
-  `${BLOCKS.toLocaleString("en")} one-line blocks (seed 19): ${(chars / 1024).toFixed(0)} KB, ${tokens.toLocaleString("en")} tokens on their own, ${chinese} in Chinese, priorities 0..999; budget ${BUDGET.toLocaleString("en")} tokens (${reference.counter.tokenizer}, ${reference.counter.method}); ${rounds} rounds`
+  `\nbudgeted fit: ${BLOCKS.toLocaleString("en")} one-line blocks (seed 19): ${(chars / 1024).toFixed(0)} KB, ${tokens.toLocaleString("en")} tokens on their own, ${chinese} in Chinese, priorities 0..999; budget ${BUDGET.toLocaleString("en")} tokens (${reference.counter.tokenizer}, ${reference.counter.method}); ${rounds} rounds`
 )
 
 interface Fitted {
