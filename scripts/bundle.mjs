@@ -4,17 +4,25 @@
  * sources through tsx (whose transform wraps every function it makes in a name-keeping helper) and
  * starts in a fraction of the time. Plain JavaScript: `pnpm start` and `pnpm ctxo` run it with
  * node alone.
+ *
+ * A bundle is stale when a file it is made of is newer: the app's and every workspace package's
+ * `src/` and `package.json`, the tsconfig files, the lockfile and this file. It is written whole
+ * (a temporary file, then a rename), so a process starting meanwhile never reads half of one, and
+ * it carries the time of the newest source read before the build, so a file saved during the build
+ * makes the next start build again. Without esbuild (a production install) or a writable `dist/`,
+ * an existing bundle is run as it is, with a warning.
  */
-import { existsSync, readdirSync, statSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { existsSync, readdirSync, renameSync, statSync, utimesSync, writeFileSync } from "node:fs"
+import { basename, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { build } from "esbuild"
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..")
+const here = fileURLToPath(import.meta.url)
+const root = join(dirname(here), "..")
 
-/** Builds `entry` into `outfile`, with `banner` first (a shebang, for a bin). */
-export const bundle = ({ entry, outfile, banner = "" }) =>
-  build({
+/** Builds `entry` into `outfile` (and its source map), with `banner` first (a shebang, for a bin). */
+export const bundle = async ({ entry, outfile, banner = "" }) => {
+  const { build } = await import("esbuild")
+  const result = await build({
     entryPoints: [entry],
     outfile,
     bundle: true,
@@ -30,8 +38,20 @@ export const bundle = ({ entry, outfile, banner = "" }) =>
       js: `${banner}import { createRequire as __ctxoRequire } from 'node:module'; const require = __ctxoRequire(import.meta.url);`
     },
     sourcemap: "linked",
+    write: false,
     logLevel: "warning"
   })
+  // The map first, the bundle last: each whole, by rename.
+  const files = [
+    ...result.outputFiles.filter((f) => f.path !== outfile),
+    ...result.outputFiles.filter((f) => f.path === outfile)
+  ]
+  for (const file of files) {
+    const temporary = `${file.path}.${process.pid}.tmp`
+    writeFileSync(temporary, file.contents)
+    renameSync(temporary, file.path)
+  }
+}
 
 /** The newest modification time of the files under `dir` (0 when it does not exist). */
 const newest = (dir) => {
@@ -41,25 +61,51 @@ const newest = (dir) => {
     if (entry.isFile()) latest = Math.max(latest, statSync(join(entry.parentPath, entry.name)).mtimeMs)
   return latest
 }
+const mtime = (file) => (existsSync(file) ? statSync(file).mtimeMs : 0)
 
-/** When the sources of a bundle last changed: the app's `src/`, every package's `src/`, the lockfile. */
-const sourcesChangedAt = (app) =>
-  Math.max(
+/** When the files a bundle is made of last changed (0 for those a deployment does not ship). */
+const sourcesChangedAt = (app) => {
+  const packages = existsSync(join(root, "packages")) ? readdirSync(join(root, "packages")) : []
+  return Math.max(
     newest(join(app, "src")),
-    ...readdirSync(join(root, "packages")).map((p) => newest(join(root, "packages", p, "src"))),
-    statSync(join(root, "pnpm-lock.yaml")).mtimeMs
+    mtime(join(app, "package.json")),
+    mtime(join(app, "tsconfig.json")),
+    ...packages.flatMap((p) => [
+      newest(join(root, "packages", p, "src")),
+      mtime(join(root, "packages", p, "package.json")),
+      mtime(join(root, "packages", p, "tsconfig.json"))
+    ]),
+    mtime(join(root, "tsconfig.base.json")),
+    mtime(join(root, "pnpm-lock.yaml")),
+    mtime(here)
   )
+}
 
 /**
- * Builds the bundle unless it is newer than every source it is made of (a walk of the `src/`
+ * Builds the bundle unless it is newer than every file it is made of (a walk of the `src/`
  * folders, a few milliseconds); says so on stderr when it builds. Resolves to whether it built.
+ * A build that cannot run (no esbuild, `dist/` not writable) leaves an existing bundle to run.
  */
 export const ensureBundle = async (options) => {
-  const app = dirname(options.entry).replace(/\/src$/, "")
-  if (existsSync(options.outfile) && statSync(options.outfile).mtimeMs >= sourcesChangedAt(app)) return false
-  const started = performance.now()
-  await bundle(options)
+  const app =
+    basename(dirname(options.entry)) === "src" ? dirname(dirname(options.entry)) : dirname(options.entry)
+  const changedAt = sourcesChangedAt(app)
+  if (existsSync(options.outfile) && statSync(options.outfile).mtimeMs >= changedAt) return false
   const shown = options.outfile.slice(root.length + 1)
+  const started = performance.now()
+  try {
+    await bundle(options)
+  } catch (e) {
+    if (!existsSync(options.outfile)) throw e
+    console.error(
+      `ctxo: ${shown} is older than its sources and could not be built again, so it runs as it is (${e.message})`
+    )
+    return false
+  }
+  // The bundle carries the time of the sources it was built from (read before the build), rounded
+  // up to the millisecond a Date holds.
+  const at = new Date(Math.ceil(changedAt))
+  utimesSync(options.outfile, at, at)
   console.error(`ctxo: built ${shown} in ${Math.round(performance.now() - started)} ms`)
   return true
 }
