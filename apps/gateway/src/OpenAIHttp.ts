@@ -59,7 +59,8 @@ const sse = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`
 /** An upstream chunk passed on as the upstream sent it (no second `JSON.stringify`). */
 const passedOn = (chunk: object) => {
   const sent = sentTextOf(chunk)
-  return sent === undefined ? sse(chunk) : `data: ${sent}\n\n`
+  // Data the upstream spread over several lines goes out as one line again.
+  return sent === undefined || /[\r\n]/.test(sent) ? sse(chunk) : `data: ${sent}\n\n`
 }
 
 /** A completion of the answer already recorded for a turn (a retry of a finished one). */

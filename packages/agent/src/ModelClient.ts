@@ -1,6 +1,6 @@
 /**
  * The upstream model: any OpenAI-compatible base URL, over a keep-alive connection pool (undici)
- * with no SDK in between (a proxied call costs what HTTP costs). With
+ * with no SDK in between (a streamed chunk is parsed once and passed on as the upstream wrote it). With
  * no API key configured, the gateway starts the local fake upstream (`FakeUpstream`) and talks to
  * it the same way. `complete` streams one chat completion as events: text deltas, then the tool
  * calls and the usage when the stream ends.
@@ -324,29 +324,35 @@ export const sentTextOf = (chunk: object): string | undefined => sentAs.get(chun
 const sseSplitter = () => {
   const decoder = new TextDecoder()
   let buffer = ""
+  /** An event's data: its `data:` lines joined (`undefined` when it has none). */
+  const dataOf = (event: string) => {
+    const data: Array<string> = []
+    for (const line of event.split(/\r\n|\r|\n/))
+      if (line.startsWith("data:")) data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5))
+    return data.length === 0 ? undefined : data.join("\n")
+  }
   return {
     push: (bytes: Uint8Array): Array<string> => {
       buffer += decoder.decode(bytes, { stream: true })
       const out: Array<string> = []
       for (;;) {
-        const end = /\r?\n\r?\n/.exec(buffer)
+        // A blank line ends an event (CRLF, LF or CR line ends).
+        const end = /(\r\n|\r(?!\n)|\n)(\r\n|\r(?!\n)|\n)/.exec(buffer)
         if (end === null) break
-        const event = buffer.slice(0, end.index)
+        const data = dataOf(buffer.slice(0, end.index))
         buffer = buffer.slice(end.index + end[0].length)
-        const data: Array<string> = []
-        for (const line of event.split(/\r?\n/))
-          if (line.startsWith("data:")) data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5))
-        if (data.length > 0) out.push(data.join("\n"))
+        if (data !== undefined) out.push(data)
       }
       return out
     },
-    /** What is left when the stream ends (an event with no blank line after it). */
-    rest: () => buffer.trim()
+    /** The data of what is left when the stream ends (an event with no blank line after it). */
+    rest: (): string | undefined => dataOf(buffer + decoder.decode())
   }
 }
 
 /**
- * Keep-alive connections to the upstreams, up to 256 per origin, one pool for the process (as
+ * Keep-alive connections to the upstreams (undici's idle timeout, or the server's `Keep-Alive`
+ * hint), up to 256 per origin, one pool for the process (as
  * Node's own `fetch` has): a service handed out of its layer keeps working, and idle connections
  * do not hold the process open.
  */
@@ -354,7 +360,6 @@ let pool: Dispatcher | undefined
 const sharedPool = (): Dispatcher => {
   pool ??= new Agent({
     connections: 256,
-    keepAliveTimeout: 30_000,
     // The call's deadlines bound every step; undici's own timers stay out of their way.
     headersTimeout: 0,
     bodyTimeout: 0
@@ -375,9 +380,16 @@ export const make = (
 ): Service => {
   const base = endpoint.baseURL.replace(/\/+$/, "")
   const url = new URL(`${base}/chat/completions`)
+  // What the openai SDK sent besides the key: its organization and project headers, from the same
+  // environment variables.
+  const organization = process.env.OPENAI_ORG_ID
+  const project = process.env.OPENAI_PROJECT_ID
   const headers = {
     "content-type": "application/json",
     accept: "application/json, text/event-stream",
+    "user-agent": "ctxo/0.1.0",
+    ...(organization ? { "openai-organization": organization } : {}),
+    ...(project ? { "openai-project": project } : {}),
     ...(endpoint.apiKey === "" || endpoint.apiKey === "none"
       ? {}
       : { authorization: `Bearer ${endpoint.apiKey}` })
@@ -415,7 +427,7 @@ export const make = (
         }),
         { data: true }
       )
-      if (response.statusCode >= 400) {
+      if (response.statusCode < 200 || response.statusCode >= 300) {
         const parts: Array<Uint8Array> = []
         for (;;) {
           const { done, value } = yield* read
@@ -456,16 +468,30 @@ export const make = (
               )
             )
           }
-          const error = (chunk as { error?: { message?: unknown; code?: unknown; type?: unknown } }).error
-          if (typeof error === "object" && error !== null)
+          // An error in the stream: an object with its fields, or any other value said as it came.
+          const error = (chunk as { error?: unknown }).error
+          if (error !== undefined && error !== null && error !== false) {
+            const e = (typeof error === "object" ? error : {}) as {
+              message?: unknown
+              code?: unknown
+              type?: unknown
+              param?: unknown
+            }
             return Effect.fail(
               new UpstreamError({
                 kind: "status",
-                ...(typeof error.code === "string" ? { code: error.code } : {}),
-                ...(typeof error.type === "string" ? { type: error.type } : {}),
-                reason: typeof error.message === "string" ? error.message : "the upstream sent an error"
+                ...(typeof e.code === "string" ? { code: e.code } : {}),
+                ...(typeof e.type === "string" ? { type: e.type } : {}),
+                ...(typeof e.param === "string" ? { param: e.param } : {}),
+                reason:
+                  typeof e.message === "string"
+                    ? e.message
+                    : typeof error === "string" && error !== ""
+                      ? error
+                      : "the upstream sent an error"
               })
             )
+          }
           acc.add(chunk)
           sentAs.set(chunk, data)
           return Effect.succeed(chunk)
@@ -484,7 +510,7 @@ export const make = (
             if (done) {
               finished = true
               const rest = events.rest()
-              if (rest.startsWith("data:")) datas.push(rest.replace(/^data: ?/, ""))
+              if (rest !== undefined) datas.push(rest)
             }
             const chunks: Array<Chunk & Record<string, unknown>> = []
             for (const data of datas) {

@@ -1,3 +1,4 @@
+import { createServer } from "node:http"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Option, Stream } from "effect"
 import { type FakeUpstream, type Reply, startFakeUpstream } from "../src/FakeUpstream.ts"
@@ -98,5 +99,110 @@ describe("ModelClient against a faulty upstream", () => {
         .join("")
       assert.strictEqual(text, "Three.")
     }).pipe(withFake)
+  )
+})
+
+/** A server answering every request with `answer` (status, headers, raw body parts). */
+const rawServer = (answer: {
+  status: number
+  headers?: Record<string, string>
+  parts: ReadonlyArray<string>
+}) =>
+  Effect.acquireRelease(
+    Effect.promise(
+      () =>
+        new Promise<{ url: string; server: import("node:http").Server }>((resolve) => {
+          const server = createServer((req, res) => {
+            req.resume()
+            req.on("end", async () => {
+              res.writeHead(answer.status, answer.headers ?? { "content-type": "text/event-stream" })
+              for (const part of answer.parts) {
+                res.write(part)
+                await new Promise((r) => setTimeout(r, 5))
+              }
+              res.end()
+            })
+          })
+          server.listen(0, "127.0.0.1", () =>
+            resolve({ url: `http://127.0.0.1:${(server.address() as { port: number }).port}/v1`, server })
+          )
+        })
+    ),
+    ({ server }) =>
+      Effect.promise(() => {
+        server.closeAllConnections()
+        return new Promise((r) => server.close(r))
+      })
+  )
+const clientOf = (url: string) =>
+  ModelClient.layer({ apiKey: Option.none(), baseUrl: Option.some(url), ...deadlines })
+
+describe("ModelClient reads Server-Sent Events as the upstream wrote them", () => {
+  const chunk = (content: string, finish: string | null = null) =>
+    JSON.stringify({ choices: [{ index: 0, delta: { content }, finish_reason: finish }] })
+
+  it.live("CRLF and CR line ends, data over several lines, comments, a last event with no blank line", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const multiLine = chunk("Two").replace('"choices":', '"choices":\ndata: ')
+        const { url } = yield* rawServer({
+          status: 200,
+          parts: [
+            `: keep-alive\r\n\r\ndata: ${chunk("One ")}\r\n\r\n`,
+            `data: ${multiLine.slice(0, 10)}`,
+            `${multiLine.slice(10)}\r\r`,
+            `data: ${chunk(".", "stop")}`
+          ]
+        })
+        const chunks = yield* Effect.provide(
+          Effect.flatMap(ModelClient.ModelClient, (c) => Stream.runCollect(c.passthroughStream(body))),
+          clientOf(url)
+        )
+        const all = Chunk.toReadonlyArray(chunks)
+        assert.strictEqual(
+          all.map((c) => (c as ModelClient.Chunk).choices?.[0]?.delta?.content ?? "").join(""),
+          "One Two."
+        )
+        // Data sent over several lines is not passed on as one line of it.
+        assert.include(ModelClient.sentTextOf(all[1]!) ?? "", "\n")
+        assert.strictEqual(ModelClient.sentTextOf(all[0]!), chunk("One "))
+      })
+    )
+  )
+
+  it.live("an error that is a string, in the middle of a stream, fails the call with its text", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { url } = yield* rawServer({
+          status: 200,
+          parts: [`data: ${chunk("Half")}\n\n`, `data: {"error":"overloaded"}\n\n`]
+        })
+        const error = yield* Effect.provide(
+          Effect.flatMap(ModelClient.ModelClient, (c) => Stream.runDrain(c.passthroughStream(body))),
+          clientOf(url)
+        ).pipe(Effect.flip)
+        assert.deepStrictEqual(
+          { kind: error.kind, reason: error.reason },
+          { kind: "status", reason: "overloaded" }
+        )
+      })
+    )
+  )
+
+  it.live("a redirect is an error with its status, not an empty answer", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { url } = yield* rawServer({
+          status: 307,
+          headers: { location: "https://example.invalid/v1/chat/completions" },
+          parts: []
+        })
+        const error = yield* Effect.provide(
+          Effect.flatMap(ModelClient.ModelClient, (c) => c.passthrough(body)),
+          clientOf(url)
+        ).pipe(Effect.flip)
+        assert.deepStrictEqual({ kind: error.kind, status: error.status }, { kind: "status", status: 307 })
+      })
+    )
   )
 })
