@@ -20,12 +20,13 @@
  * fifth of its requests and sessions (a smoke run says so).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { availableParallelism, tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import { Agent, request } from "undici"
+import { ensureBuilt as ensureCliBuilt } from "../../cli/build.mjs"
 import { ensureBuilt } from "../build.mjs"
 
 const rounds = Number(process.env.CTXO_BENCH_ROUNDS ?? 5)
@@ -284,7 +285,7 @@ for (const stream of [false, true]) {
         return performance.now() - start
       })
     )
-  if (!existsSync(cli)) execFileSync(process.execPath, ["build.mjs"], { cwd: join(repoRoot, "apps/cli") })
+  await ensureCliBuilt()
   console.log(
     `cold start: ctxo compile on the example data ${ms(timeCli([cli]))} (the bin, dist/ctxo.js), ${ms(timeCli(["apps/cli/start.mjs"]))} (pnpm ctxo's launcher), ${ms(timeCli(["--import", "tsx/esm", "apps/cli/src/main.ts"]))} (from the sources through tsx) (median of ${runs})`
   )
