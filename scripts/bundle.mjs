@@ -12,7 +12,7 @@
  * makes the next start build again. Without esbuild (a production install) or a writable `dist/`,
  * an existing bundle is run as it is, with a warning.
  */
-import { existsSync, readdirSync, renameSync, statSync, utimesSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import { basename, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -46,6 +46,7 @@ export const bundle = async ({ entry, outfile, banner = "" }) => {
     ...result.outputFiles.filter((f) => f.path !== outfile),
     ...result.outputFiles.filter((f) => f.path === outfile)
   ]
+  mkdirSync(dirname(outfile), { recursive: true })
   for (const file of files) {
     const temporary = `${file.path}.${process.pid}.tmp`
     writeFileSync(temporary, file.contents)
