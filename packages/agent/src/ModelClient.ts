@@ -164,21 +164,41 @@ const toUpstreamError = (e: unknown): UpstreamError => {
   return new UpstreamError({ kind: "network", reason })
 }
 
-/** An upstream's error answer (its status, its `{ error: { message, type, code, param } }`, its headers). */
-const statusError = (status: number, headers: IncomingHttpHeaders, text: string): UpstreamError => {
-  let error: { message?: unknown; type?: unknown; code?: unknown; param?: unknown } | undefined
-  try {
-    const parsed = JSON.parse(text) as { error?: unknown } | null
-    const inner = parsed?.error
-    error =
-      typeof inner === "object" && inner !== null
-        ? (inner as typeof error)
-        : typeof inner === "string"
-          ? { message: inner }
-          : undefined
-  } catch {
-    error = undefined
+/**
+ * The `error` a body or a streamed chunk carries (`{ error: { message, type, code, param } }`, or
+ * any other value said as it came), as an `UpstreamError` of kind `status`; `undefined` when it
+ * carries none. `base` adds what the response says besides (its status, its rate-limit headers).
+ */
+const errorIn = (
+  value: unknown,
+  fallback: string,
+  base: Partial<Pick<UpstreamError, "status" | "retryAfter" | "headers">> = {}
+): UpstreamError | undefined => {
+  const error = (value as { error?: unknown } | null)?.error
+  if (error === undefined || error === null || error === false) return undefined
+  const e = (typeof error === "object" ? error : {}) as {
+    message?: unknown
+    code?: unknown
+    type?: unknown
+    param?: unknown
   }
+  return new UpstreamError({
+    kind: "status",
+    ...base,
+    ...(typeof e.code === "string" ? { code: e.code } : {}),
+    ...(typeof e.type === "string" ? { type: e.type } : {}),
+    ...(typeof e.param === "string" ? { param: e.param } : {}),
+    reason:
+      typeof e.message === "string" && e.message !== ""
+        ? e.message
+        : typeof error === "string" && error !== ""
+          ? error
+          : fallback
+  })
+}
+
+/** An upstream's error answer: its status, its body's `error` (else the body itself), its headers. */
+const statusError = (status: number, headers: IncomingHttpHeaders, text: string): UpstreamError => {
   const retryAfter = headerOf(headers, "retry-after")
   const limits = rateLimitHeaders({
     forEach: (f) => {
@@ -186,22 +206,19 @@ const statusError = (status: number, headers: IncomingHttpHeaders, text: string)
         if (value !== undefined) f(Array.isArray(value) ? value.join(", ") : value, key)
     }
   })
-  const own = error?.message
-  return new UpstreamError({
-    kind: "status",
+  const base = {
     status,
-    ...(typeof error?.code === "string" ? { code: error.code } : {}),
-    ...(typeof error?.type === "string" ? { type: error.type } : {}),
-    ...(typeof error?.param === "string" ? { param: error.param } : {}),
     ...(retryAfter === undefined ? {} : { retryAfter }),
-    ...(limits === undefined ? {} : { headers: limits }),
-    reason:
-      typeof own === "string" && own !== ""
-        ? own
-        : text.trim() === ""
-          ? `status code ${status} (no body)`
-          : text.trim().slice(0, 200)
-  })
+    ...(limits === undefined ? {} : { headers: limits })
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    parsed = undefined
+  }
+  const reason = text.trim() === "" ? `status code ${status} (no body)` : text.trim().slice(0, 200)
+  return errorIn(parsed, reason, base) ?? new UpstreamError({ kind: "status", ...base, reason })
 }
 
 const headerOf = (headers: IncomingHttpHeaders, name: string) => {
@@ -396,7 +413,7 @@ export const make = (
   }
 
   /**
-   * Sends one completion request within the deadlines: its status and headers, and an iterator of
+   * Sends one completion request within the deadlines: its status and headers, and readers of
    * its body. An error status is read whole and is an `UpstreamError` with the upstream's fields.
    */
   const send = (body: RawBody, stream: boolean, bound: Bound, call: Call) =>
@@ -427,20 +444,23 @@ export const make = (
         }),
         { data: true }
       )
-      if (response.statusCode < 200 || response.statusCode >= 300) {
+      /** The rest of the body, as text. */
+      const readAll = Effect.gen(function* () {
         const parts: Array<Uint8Array> = []
         for (;;) {
           const { done, value } = yield* read
           if (done) break
           parts.push(value)
         }
+        return Buffer.concat(parts).toString("utf8")
+      })
+      if (response.statusCode < 200 || response.statusCode >= 300)
         return yield* statusError(
           response.statusCode,
           response.headers as IncomingHttpHeaders,
-          Buffer.concat(parts).toString("utf8")
+          yield* readAll
         )
-      }
-      return { response, iterator, read }
+      return { response, read, readAll }
     })
 
   /**
@@ -468,30 +488,8 @@ export const make = (
               )
             )
           }
-          // An error in the stream: an object with its fields, or any other value said as it came.
-          const error = (chunk as { error?: unknown }).error
-          if (error !== undefined && error !== null && error !== false) {
-            const e = (typeof error === "object" ? error : {}) as {
-              message?: unknown
-              code?: unknown
-              type?: unknown
-              param?: unknown
-            }
-            return Effect.fail(
-              new UpstreamError({
-                kind: "status",
-                ...(typeof e.code === "string" ? { code: e.code } : {}),
-                ...(typeof e.type === "string" ? { type: e.type } : {}),
-                ...(typeof e.param === "string" ? { param: e.param } : {}),
-                reason:
-                  typeof e.message === "string"
-                    ? e.message
-                    : typeof error === "string" && error !== ""
-                      ? error
-                      : "the upstream sent an error"
-              })
-            )
-          }
+          const error = errorIn(chunk, "the upstream sent an error")
+          if (error !== undefined) return Effect.fail(error)
           acc.add(chunk)
           sentAs.set(chunk, data)
           return Effect.succeed(chunk)
@@ -540,14 +538,8 @@ export const make = (
       Effect.gen(function* () {
         const bound = yield* startDeadlines(deadlines)
         const call = yield* abortOnClose
-        const { read } = yield* send(body, false, bound, call)
-        const parts: Array<Uint8Array> = []
-        for (;;) {
-          const { done, value } = yield* read
-          if (done) break
-          parts.push(value)
-        }
-        const text = Buffer.concat(parts).toString("utf8")
+        const { readAll } = yield* send(body, false, bound, call)
+        const text = yield* readAll
         if (text.trim() === "") return yield* protocolError("the upstream answered 200 with an empty body")
         let answer: unknown
         try {
@@ -557,15 +549,8 @@ export const make = (
             `the upstream sent malformed JSON (${(e as Error).message}): ${text.slice(0, 120)}`
           )
         }
-        const error = (answer as { error?: { message?: unknown; code?: unknown; type?: unknown } } | null)
-          ?.error
-        if (typeof error === "object" && error !== null)
-          return yield* new UpstreamError({
-            kind: "status",
-            ...(typeof error.code === "string" ? { code: error.code } : {}),
-            ...(typeof error.type === "string" ? { type: error.type } : {}),
-            reason: typeof error.message === "string" ? error.message : "the upstream answered an error"
-          })
+        const error = errorIn(answer, "the upstream answered an error")
+        if (error !== undefined) return yield* error
         const invalid = checkCompletion(answer)
         if (invalid !== undefined) return yield* protocolError(invalid)
         return answer
