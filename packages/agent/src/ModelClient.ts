@@ -15,7 +15,7 @@
 import type { IncomingHttpHeaders } from "node:http"
 import type { OpenAIMessage } from "@ctxo/compiler/Render"
 import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
-import { Clock, Context, Duration, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import { Agent, type Dispatcher, request } from "undici"
 import { type Reply, startFakeUpstream } from "./FakeUpstream.ts"
 
@@ -139,6 +139,24 @@ export interface Service {
   /** The client's request body as is: the completion (JSON), or its chunks when streaming. */
   readonly passthrough: (body: RawBody) => Effect.Effect<unknown, UpstreamError>
   readonly passthroughStream: (body: RawBody) => Stream.Stream<Record<string, unknown>, UpstreamError>
+  /**
+   * The same passthrough calls as promises, for a path that runs no Effect per request (the
+   * gateway's proxy mode): they reject with an `UpstreamError`; `signal` aborts the call.
+   */
+  readonly direct: Direct
+}
+
+/** The passthrough calls as promises (see `Service.direct`). */
+export interface Direct {
+  readonly passthrough: (body: RawBody, signal?: AbortSignal) => Promise<unknown>
+  readonly stream: (body: RawBody, signal?: AbortSignal) => Promise<ChunkReader>
+}
+
+/** A streamed answer read as it comes: `next` gives the chunks completed so far, `undefined` at its end. */
+export interface ChunkReader {
+  readonly next: () => Promise<ReadonlyArray<Chunk & Record<string, unknown>> | undefined>
+  /** Ends the call: aborts the request unless its answer was read to the end. */
+  readonly close: () => void
 }
 
 export class ModelClient extends Context.Tag("@ctxo/gateway/ModelClient")<ModelClient, Service>() {}
@@ -234,66 +252,68 @@ export interface Deadlines {
 }
 
 /**
- * The deadlines of one call, started now. `bound` runs a step of the call (sending it, reading a
- * chunk) within what is left: until the first data arrives, the first-byte deadline; after, the
- * idle deadline from the step's start; always the total. A step that passes it fails with a
- * `timeout` (its fiber is interrupted; the caller's scope then aborts the request).
- */
-type Bound = <A>(
-  step: Effect.Effect<A, UpstreamError>,
-  options: { readonly data: boolean }
-) => Effect.Effect<A, UpstreamError>
-
-const startDeadlines = (d: Deadlines): Effect.Effect<Bound> =>
-  Effect.map(Clock.currentTimeMillis, (start) => {
-    let received = false
-    return <A>(step: Effect.Effect<A, UpstreamError>, options: { readonly data: boolean }) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const phase = received
-          ? { at: now + d.idleMs, reason: `timed out: no data from the upstream for ${d.idleMs} ms` }
-          : {
-              at: start + d.firstByteMs,
-              reason: `timed out: no first byte from the upstream within ${d.firstByteMs} ms`
-            }
-        const total = {
-          at: start + d.totalMs,
-          reason: `timed out: no whole answer from the upstream within ${d.totalMs} ms`
-        }
-        const limit = total.at < phase.at ? total : phase
-        return step.pipe(
-          Effect.timeoutFail({
-            duration: Duration.millis(Math.max(0, limit.at - now)),
-            onTimeout: () => new UpstreamError({ kind: "timeout", reason: limit.reason })
-          }),
-          Effect.tap(() =>
-            Effect.sync(() => {
-              if (options.data) received = true
-            })
-          )
-        )
-      })
-  })
-
-/**
- * A request's abort signal for the scope: closing the scope (failure, interruption, a reader that
- * stopped early) aborts the request, unless its answer was read to the end (`read` marks it), so a
- * call that went well costs no abort.
+ * One call in flight: its abort signal and its deadlines, kept by one timer. `step` runs a step of
+ * the call (sending it, reading a chunk) within what is left: until the first data arrives, the
+ * first-byte deadline; after, the idle deadline from the step's start; always the total. A step
+ * that passes it aborts the request and fails with a `timeout`. `close` aborts the request unless
+ * its answer was read to the end (then its connection is kept); so does the caller's `signal`.
  */
 interface Call {
   readonly signal: AbortSignal
+  readonly step: <A>(run: () => Promise<A>, options: { readonly data: boolean }) => Promise<A>
   /** The answer was read to its end: nothing left to abort. */
   read: boolean
+  readonly close: () => void
 }
-const abortOnClose = Effect.map(
-  Effect.acquireRelease(
-    Effect.sync(() => ({ controller: new AbortController(), call: { signal: undefined, read: false } })),
-    ({ controller, call }) =>
-      Effect.sync(() => {
-        if (!call.read) controller.abort()
-      })
-  ),
-  ({ controller, call }): Call => Object.assign(call, { signal: controller.signal }) as Call
-)
+
+const startCall = (d: Deadlines, caller: AbortSignal | undefined): Call => {
+  const controller = new AbortController()
+  const start = Date.now()
+  let received = false
+  let timedOut: UpstreamError | undefined
+  const abort = () => controller.abort()
+  if (caller?.aborted === true) abort()
+  else caller?.addEventListener("abort", abort, { once: true })
+  const call: Call = {
+    signal: controller.signal,
+    read: false,
+    step: async (run, options) => {
+      const now = Date.now()
+      const phase = received
+        ? { at: now + d.idleMs, reason: `timed out: no data from the upstream for ${d.idleMs} ms` }
+        : {
+            at: start + d.firstByteMs,
+            reason: `timed out: no first byte from the upstream within ${d.firstByteMs} ms`
+          }
+      const total = {
+        at: start + d.totalMs,
+        reason: `timed out: no whole answer from the upstream within ${d.totalMs} ms`
+      }
+      const limit = total.at < phase.at ? total : phase
+      const timer = setTimeout(
+        () => {
+          timedOut ??= new UpstreamError({ kind: "timeout", reason: limit.reason })
+          abort()
+        },
+        Math.max(0, limit.at - now)
+      )
+      try {
+        const value = await run()
+        if (options.data) received = true
+        return value
+      } catch (e) {
+        throw timedOut ?? toUpstreamError(e)
+      } finally {
+        clearTimeout(timer)
+      }
+    },
+    close: () => {
+      caller?.removeEventListener("abort", abort)
+      if (!call.read) abort()
+    }
+  }
+  return call
+}
 
 const protocolError = (reason: string) => new UpstreamError({ kind: "protocol", reason })
 
@@ -413,153 +433,157 @@ export const make = (
   }
 
   /**
-   * Sends one completion request within the deadlines: its status and headers, and readers of
-   * its body. An error status is read whole and is an `UpstreamError` with the upstream's fields.
+   * Sends one completion request within the call's deadlines: its status and headers, and readers
+   * of its body. An error status is read whole and is an `UpstreamError` with the upstream's fields.
    */
-  const send = (body: RawBody, stream: boolean, bound: Bound, call: Call) =>
-    Effect.gen(function* () {
-      const response = yield* bound(
-        Effect.tryPromise({
-          try: () =>
-            request(url, {
-              method: "POST",
-              dispatcher,
-              headers,
-              body: JSON.stringify({ ...body, stream }),
-              signal: call.signal
-            }),
-          catch: toUpstreamError
+  const send = async (body: RawBody, stream: boolean, call: Call) => {
+    const response = await call.step(
+      () =>
+        request(url, {
+          method: "POST",
+          dispatcher,
+          headers,
+          body: JSON.stringify({ ...body, stream }),
+          signal: call.signal
         }),
-        { data: false }
-      )
-      const iterator = response.body[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>
-      const read = bound(
-        Effect.tryPromise({
-          try: () =>
-            iterator.next().then((r) => {
-              if (r.done === true) call.read = true
-              return r
-            }),
-          catch: toUpstreamError
-        }),
+      { data: false }
+    )
+    const iterator = response.body[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>
+    const read = () =>
+      call.step(
+        () =>
+          iterator.next().then((r) => {
+            if (r.done === true) call.read = true
+            return r
+          }),
         { data: true }
       )
-      /** The rest of the body, as text. */
-      const readAll = Effect.gen(function* () {
-        const parts: Array<Uint8Array> = []
-        for (;;) {
-          const { done, value } = yield* read
-          if (done) break
-          parts.push(value)
-        }
-        return Buffer.concat(parts).toString("utf8")
-      })
-      if (response.statusCode < 200 || response.statusCode >= 300)
-        return yield* statusError(
-          response.statusCode,
-          response.headers as IncomingHttpHeaders,
-          yield* readAll
-        )
-      return { response, read, readAll }
-    })
-
-  /**
-   * One streaming completion as its chunks, within the deadlines; closing the stream aborts the
-   * request. A stream that ends with no finish reason, content or tool call fails (`protocol`).
-   */
-  const chunksOf = (body: RawBody): Stream.Stream<Chunk & Record<string, unknown>, UpstreamError> =>
-    Stream.unwrapScoped(
-      Effect.gen(function* () {
-        const bound = yield* startDeadlines(deadlines)
-        const call = yield* abortOnClose
-        const { response, read } = yield* send(body, true, bound, call)
-        const contentType = headerOf(response.headers as IncomingHttpHeaders, "content-type") ?? "none"
-        const acc = chunkAccumulator()
-        const events = sseSplitter()
-        let finished = false
-        const chunkOf = (data: string) => {
-          let chunk: Chunk & Record<string, unknown>
-          try {
-            chunk = JSON.parse(data) as Chunk & Record<string, unknown>
-          } catch (e) {
-            return Effect.fail(
-              protocolError(
-                `the upstream sent malformed JSON (${(e as Error).message}): ${data.slice(0, 120)}`
-              )
-            )
-          }
-          const error = errorIn(chunk, "the upstream sent an error")
-          if (error !== undefined) return Effect.fail(error)
-          acc.add(chunk)
-          sentAs.set(chunk, data)
-          return Effect.succeed(chunk)
-        }
-        // Reads until at least one chunk is complete or the body ends. After `[DONE]` the body is
-        // still read to its end (nothing else is taken from it), so its connection is kept.
-        let sawDone = false
-        const next: Effect.Effect<
-          ReadonlyArray<Chunk & Record<string, unknown>>,
-          Option.Option<UpstreamError>
-        > = Effect.gen(function* () {
-          for (;;) {
-            if (finished) return yield* Effect.fail(Option.none())
-            const { done, value } = yield* Effect.mapError(read, Option.some)
-            const datas = done ? [] : events.push(value)
-            if (done) {
-              finished = true
-              const rest = events.rest()
-              if (rest !== undefined) datas.push(rest)
-            }
-            const chunks: Array<Chunk & Record<string, unknown>> = []
-            for (const data of datas) {
-              if (sawDone) break
-              if (data.trim() === "[DONE]") sawDone = true
-              else chunks.push(yield* Effect.mapError(chunkOf(data), Option.some))
-            }
-            if (chunks.length > 0) return chunks
-          }
-        })
-        const end = Stream.suspend(() =>
-          acc.isEmpty()
-            ? Stream.fail(
-                protocolError(
-                  `the stream ended without a finish reason, content or tool call (content-type ${contentType})`
-                )
-              )
-            : Stream.empty
-        )
-        return Stream.concat(Stream.flattenIterables(Stream.repeatEffectOption(next)), end)
-      })
-    )
+    /** The rest of the body, as text. */
+    const readAll = async () => {
+      const parts: Array<Uint8Array> = []
+      for (;;) {
+        const { done, value } = await read()
+        if (done === true) break
+        parts.push(value)
+      }
+      return Buffer.concat(parts).toString("utf8")
+    }
+    if (response.statusCode < 200 || response.statusCode >= 300)
+      throw statusError(response.statusCode, response.headers as IncomingHttpHeaders, await readAll())
+    return { response, read, readAll }
+  }
 
   /** One non-streaming completion: headers, then the body read chunk by chunk, within the deadlines. */
-  const completionOf = (body: RawBody) =>
-    Effect.scoped(
-      Effect.gen(function* () {
-        const bound = yield* startDeadlines(deadlines)
-        const call = yield* abortOnClose
-        const { readAll } = yield* send(body, false, bound, call)
-        const text = yield* readAll
-        if (text.trim() === "") return yield* protocolError("the upstream answered 200 with an empty body")
-        let answer: unknown
-        try {
-          answer = JSON.parse(text)
-        } catch (e) {
-          return yield* protocolError(
-            `the upstream sent malformed JSON (${(e as Error).message}): ${text.slice(0, 120)}`
-          )
+  const completionOf = async (body: RawBody, signal?: AbortSignal): Promise<unknown> => {
+    const call = startCall(deadlines, signal)
+    try {
+      const { readAll } = await send(body, false, call)
+      const text = await readAll()
+      if (text.trim() === "") throw protocolError("the upstream answered 200 with an empty body")
+      let answer: unknown
+      try {
+        answer = JSON.parse(text)
+      } catch (e) {
+        throw protocolError(
+          `the upstream sent malformed JSON (${(e as Error).message}): ${text.slice(0, 120)}`
+        )
+      }
+      const error = errorIn(answer, "the upstream answered an error")
+      if (error !== undefined) throw error
+      const invalid = checkCompletion(answer)
+      if (invalid !== undefined) throw protocolError(invalid)
+      return answer
+    } finally {
+      call.close()
+    }
+  }
+
+  /**
+   * One streaming completion, read chunk by chunk within the deadlines. A stream that ends with no
+   * finish reason, content or tool call fails (`protocol`); after `[DONE]` the body is still read to
+   * its end (nothing else is taken from it), so its connection is kept.
+   */
+  const streamOf = async (body: RawBody, signal?: AbortSignal): Promise<ChunkReader> => {
+    const call = startCall(deadlines, signal)
+    let sent: Awaited<ReturnType<typeof send>>
+    try {
+      sent = await send(body, true, call)
+    } catch (e) {
+      call.close()
+      throw e
+    }
+    const { response, read } = sent
+    const contentType = headerOf(response.headers as IncomingHttpHeaders, "content-type") ?? "none"
+    const acc = chunkAccumulator()
+    const events = sseSplitter()
+    let finished = false
+    let sawDone = false
+    const chunkOf = (data: string) => {
+      let chunk: Chunk & Record<string, unknown>
+      try {
+        chunk = JSON.parse(data) as Chunk & Record<string, unknown>
+      } catch (e) {
+        throw protocolError(
+          `the upstream sent malformed JSON (${(e as Error).message}): ${data.slice(0, 120)}`
+        )
+      }
+      const error = errorIn(chunk, "the upstream sent an error")
+      if (error !== undefined) throw error
+      acc.add(chunk)
+      sentAs.set(chunk, data)
+      return chunk
+    }
+    const next = async (): Promise<ReadonlyArray<Chunk & Record<string, unknown>> | undefined> => {
+      for (;;) {
+        if (finished) {
+          if (acc.isEmpty())
+            throw protocolError(
+              `the stream ended without a finish reason, content or tool call (content-type ${contentType})`
+            )
+          return undefined
         }
-        const error = errorIn(answer, "the upstream answered an error")
-        if (error !== undefined) return yield* error
-        const invalid = checkCompletion(answer)
-        if (invalid !== undefined) return yield* protocolError(invalid)
-        return answer
-      })
+        const { done, value } = await read()
+        const datas = done === true ? [] : events.push(value)
+        if (done === true) {
+          finished = true
+          const rest = events.rest()
+          if (rest !== undefined) datas.push(rest)
+        }
+        const chunks: Array<Chunk & Record<string, unknown>> = []
+        for (const data of datas) {
+          if (sawDone) break
+          if (data.trim() === "[DONE]") sawDone = true
+          else chunks.push(chunkOf(data))
+        }
+        if (chunks.length > 0) return chunks
+      }
+    }
+    return { next, close: call.close }
+  }
+
+  /** The streamed completion as an Effect stream: closing it (or a failure) aborts the request. */
+  const chunksOf = (body: RawBody): Stream.Stream<Chunk & Record<string, unknown>, UpstreamError> =>
+    Stream.unwrapScoped(
+      Effect.map(
+        Effect.acquireRelease(
+          Effect.tryPromise({ try: (signal) => streamOf(body, signal), catch: toUpstreamError }),
+          (reader) => Effect.sync(reader.close)
+        ),
+        (reader) =>
+          Stream.repeatEffectOption(
+            Effect.flatMap(
+              Effect.tryPromise({ try: reader.next, catch: (e) => Option.some(toUpstreamError(e)) }),
+              (chunks) => (chunks === undefined ? Effect.fail(Option.none()) : Effect.succeed(chunks))
+            )
+          ).pipe(Stream.flattenIterables)
+      )
     )
 
   return {
     upstream,
-    passthrough: completionOf,
+    direct: { passthrough: completionOf, stream: streamOf },
+    passthrough: (body) =>
+      Effect.tryPromise({ try: (signal) => completionOf(body, signal), catch: toUpstreamError }),
     passthroughStream: chunksOf,
     complete: (request) =>
       Stream.unwrap(
@@ -674,6 +698,16 @@ export const routed = (
     passthroughStream: (body) => {
       const { target, model } = pick(body.model)
       return target.service.passthroughStream({ ...body, model })
+    },
+    direct: {
+      passthrough: (body, signal) => {
+        const { target, model } = pick(body.model)
+        return target.service.direct.passthrough({ ...body, model }, signal)
+      },
+      stream: (body, signal) => {
+        const { target, model } = pick(body.model)
+        return target.service.direct.stream({ ...body, model }, signal)
+      }
     },
     complete: (request) => {
       const { target, model } = pick(request.model)
