@@ -6,8 +6,9 @@
  * calls and the usage when the stream ends.
  *
  * Every call has deadlines (`Deadlines`): to its first byte, between two chunks, and in all. A
- * deadline that passes, a client that goes away or a failure interrupts the call's fiber, and its
- * scope aborts the HTTP request. A `200` that holds no answer (empty, not JSON, not Server-Sent
+ * deadline that passes, a caller that stops (an aborted signal, an interrupted fiber) or a failure
+ * aborts the HTTP request; a call read to its end keeps its connection. A call is a plain promise
+ * (`direct`, for a path that runs no Effect per request); the Effect calls wrap it. A `200` that holds no answer (empty, not JSON, not Server-Sent
  * Events, a stream that ends with no finish reason, content or tool call) is an `UpstreamError` of
  * kind `protocol`, never an empty answer.
  */
@@ -347,11 +348,11 @@ export interface Endpoint {
 }
 
 /**
- * The data text of each Server-Sent Event a streamed chunk came from, as the upstream sent it: a
- * proxy passes it on as it is, with no second `JSON.stringify` of the chunk.
+ * The text each answer came from, as the upstream sent it (a streamed chunk: its event's data; a
+ * completion: its body): a proxy passes it on as it is, with no second `JSON.stringify`.
  */
 const sentAs = new WeakMap<object, string>()
-/** The data text the upstream sent for a streamed chunk (`undefined` for one made here). */
+/** The text the upstream sent for an answer or a streamed chunk (`undefined` for one made here). */
 export const sentTextOf = (chunk: object): string | undefined => sentAs.get(chunk)
 
 /**
@@ -492,6 +493,7 @@ export const make = (
       if (error !== undefined) throw error
       const invalid = checkCompletion(answer)
       if (invalid !== undefined) throw protocolError(invalid)
+      sentAs.set(answer as object, text)
       return answer
     } finally {
       call.close()
@@ -565,8 +567,12 @@ export const make = (
   const chunksOf = (body: RawBody): Stream.Stream<Chunk & Record<string, unknown>, UpstreamError> =>
     Stream.unwrapScoped(
       Effect.map(
+        // The send is interruptible (a caller that stops aborts it: no wait for the upstream's
+        // headers); once it answered, the reader is closed with the stream's scope.
         Effect.acquireRelease(
-          Effect.tryPromise({ try: (signal) => streamOf(body, signal), catch: toUpstreamError }),
+          Effect.interruptible(
+            Effect.tryPromise({ try: (signal) => streamOf(body, signal), catch: toUpstreamError })
+          ),
           (reader) => Effect.sync(reader.close)
         ),
         (reader) =>

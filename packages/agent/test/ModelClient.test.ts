@@ -1,6 +1,6 @@
 import { createServer } from "node:http"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Option, Stream } from "effect"
+import { Chunk, Effect, Either, Fiber, Option, Stream } from "effect"
 import { type FakeUpstream, type Reply, startFakeUpstream } from "../src/FakeUpstream.ts"
 import * as ModelClient from "../src/ModelClient.ts"
 
@@ -68,6 +68,22 @@ describe("ModelClient against a faulty upstream", () => {
         }).pipe(withFake)
       )
     }
+
+  // A caller that stops (a client gone, a shutdown) while the upstream has not answered its headers
+  // ends the call at once and aborts its request, long before the first-byte deadline.
+  for (const [path, run] of Object.entries(paths))
+    it.live(`${path}: interrupted while the upstream hangs, ends at once and closes its request`, () =>
+      Effect.gen(function* () {
+        fake.script({ type: "hang" })
+        const started = Date.now()
+        const fiber = yield* Effect.fork(withClient(run))
+        for (let i = 0; i < 200 && fake.requests.length === 0; i++) yield* Effect.sleep("5 millis")
+        yield* Fiber.interrupt(fiber)
+        assert.isBelow(Date.now() - started, deadlines.firstByteMs)
+        for (let i = 0; i < 200 && fake.inFlight() > 0; i++) yield* Effect.sleep("5 millis")
+        assert.strictEqual(fake.inFlight(), 0)
+      }).pipe(withFake)
+    )
 
   it.live("keeps a 429's status, code and Retry-After", () =>
     Effect.gen(function* () {
