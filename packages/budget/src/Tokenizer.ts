@@ -74,6 +74,8 @@ export interface TokenizerOptions {
 
 export interface Service {
   readonly counter: (model: ModelInfo) => Effect.Effect<Counter>
+  /** The same counter, made at once: for a path that runs no Effect per request (the gateway's proxy). */
+  readonly counterNow: (model: ModelInfo) => Counter
   /** Learn from a provider's reported usage: `estimated` is what we counted for the request, `actual` what it billed. */
   readonly observeUsage: (model: ModelInfo, estimated: number, actual: number) => Effect.Effect<Correction>
   readonly corrections: Effect.Effect<Corrections>
@@ -165,6 +167,7 @@ export const makeUnsafe = (options: TokenizerOptions = {}): Service & { readonly
 
   return {
     counter: (model) => Effect.sync(() => makeCounter(model)),
+    counterNow: makeCounter,
     observeUsage: (model, estimated, actual) =>
       Effect.sync(() => {
         const next = learn(corrections.get(model.id), estimated, actual)
