@@ -11,7 +11,7 @@
 import type { ChatMessage } from "@ctxo/budget/ChatFormat"
 import type { ResolvedModel } from "@ctxo/budget/ModelRegistry"
 import type { Counter } from "@ctxo/budget/Tokenizer"
-import { Effect, Schema } from "effect"
+import { Either, Schema } from "effect"
 import type { RawBody } from "./ModelClient.ts"
 
 /** A request the model cannot take: what the input needs, what the window leaves. */
@@ -75,7 +75,7 @@ export const inputLimit = (model: ResolvedModel, body: RawBody) => {
   return Math.min(model.maxInput, model.contextWindow - reserve)
 }
 
-/** Proxy mode: the client's messages, oldest whole turns dropped until they fit. */
+/** Proxy mode: the client's messages, oldest whole turns dropped until they fit (else why not). */
 export const fitMessages = (options: {
   readonly messages: ReadonlyArray<Msg>
   readonly counter: Counter
@@ -116,7 +116,7 @@ export const fitMessages = (options: {
     dropped++
   }
   if (tokens > options.limit)
-    return Effect.fail(
+    return Either.left(
       new ContextTooLong({
         model: options.model,
         tokens,
@@ -124,5 +124,5 @@ export const fitMessages = (options: {
         reason: "the system messages and the last turn alone do not fit"
       })
     )
-  return Effect.succeed({ messages: [...lead, ...turns.flatMap((t) => t.messages)], dropped, tokens })
+  return Either.right({ messages: [...lead, ...turns.flatMap((t) => t.messages)], dropped, tokens })
 }

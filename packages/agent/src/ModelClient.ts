@@ -17,7 +17,7 @@ import type { IncomingHttpHeaders } from "node:http"
 import type { OpenAIMessage } from "@ctxo/compiler/Render"
 import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
 import { Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
-import { Agent, type Dispatcher, request } from "undici"
+import { Agent, type Dispatcher } from "undici"
 import { type Reply, startFakeUpstream } from "./FakeUpstream.ts"
 
 /**
@@ -141,16 +141,21 @@ export interface Service {
   readonly passthrough: (body: RawBody) => Effect.Effect<unknown, UpstreamError>
   readonly passthroughStream: (body: RawBody) => Stream.Stream<Record<string, unknown>, UpstreamError>
   /**
-   * The same passthrough calls as promises, for a path that runs no Effect per request (the
-   * gateway's proxy mode): they reject with an `UpstreamError`; `signal` aborts the call.
+   * The same passthrough calls without Effect, for a path that runs no Effect per request (the
+   * gateway's proxy mode): they fail with an `UpstreamError`; `stop` and `close` abort the call.
    */
   readonly direct: Direct
 }
 
-/** The passthrough calls as promises (see `Service.direct`). */
+/** The passthrough calls without Effect (see `Service.direct`). */
 export interface Direct {
-  readonly passthrough: (body: RawBody, signal?: AbortSignal) => Promise<unknown>
-  readonly stream: (body: RawBody, signal?: AbortSignal) => Promise<ChunkReader>
+  /** One completion: `answer` is the upstream's answer; `stop` aborts the call (the client went away). */
+  readonly passthrough: (body: RawBody) => {
+    readonly answer: Promise<unknown>
+    readonly stop: () => void
+  }
+  /** A streamed completion, read as it comes (its first `next` waits for the upstream's headers). */
+  readonly stream: (body: RawBody) => ChunkReader
 }
 
 /** A streamed answer read as it comes: `next` gives the chunks completed so far, `undefined` at its end. */
@@ -252,69 +257,202 @@ export interface Deadlines {
   readonly idleMs: number
 }
 
-/**
- * One call in flight: its abort signal and its deadlines, kept by one timer. `step` runs a step of
- * the call (sending it, reading a chunk) within what is left: until the first data arrives, the
- * first-byte deadline; after, the idle deadline from the step's start; always the total. A step
- * that passes it aborts the request and fails with a `timeout`. `close` aborts the request unless
- * its answer was read to the end (then its connection is kept); so does the caller's `signal`.
- */
-interface Call {
-  readonly signal: AbortSignal
-  readonly step: <A>(run: () => Promise<A>, options: { readonly data: boolean }) => Promise<A>
-  /** The answer was read to its end: nothing left to abort. */
-  read: boolean
-  readonly close: () => void
+/** What a call received of the response: its status and headers, then its body as it comes. */
+interface Head {
+  readonly status: number
+  readonly headers: IncomingHttpHeaders
 }
 
-const startCall = (d: Deadlines, caller: AbortSignal | undefined): Call => {
-  const controller = new AbortController()
+/** Past this many bytes received and not yet read, the upstream is paused (its deadlines too). */
+const HIGH_WATER = 1 << 20
+
+/**
+ * One request to the upstream, its answer read as it comes through undici's dispatch handler (no
+ * stream object and no promise per chunk), within its deadlines kept by one timer: until the first
+ * byte of the body, the first-byte deadline; after it, the idle deadline from the last data
+ * received; always the total. A deadline that passes aborts the request and fails the call with a
+ * `timeout`. `close` aborts it unless its body was read to its end (then its connection is kept).
+ */
+const exchange = (
+  dispatcher: Dispatcher,
+  url: URL,
+  headers: Readonly<Record<string, string>>,
+  body: string,
+  d: Deadlines
+) => {
   const start = Date.now()
+  let controller: Dispatcher.DispatchController | undefined
+  let failure: UpstreamError | undefined
+  let head: Head | undefined
   let received = false
-  let timedOut: UpstreamError | undefined
-  const abort = () => controller.abort()
-  if (caller?.aborted === true) abort()
-  else caller?.addEventListener("abort", abort, { once: true })
-  const call: Call = {
-    signal: controller.signal,
-    read: false,
-    step: async (run, options) => {
-      const now = Date.now()
-      const phase = received
-        ? { at: now + d.idleMs, reason: `timed out: no data from the upstream for ${d.idleMs} ms` }
-        : {
-            at: start + d.firstByteMs,
-            reason: `timed out: no first byte from the upstream within ${d.firstByteMs} ms`
-          }
-      const total = {
-        at: start + d.totalMs,
-        reason: `timed out: no whole answer from the upstream within ${d.totalMs} ms`
-      }
-      const limit = total.at < phase.at ? total : phase
-      const timer = setTimeout(
-        () => {
-          timedOut ??= new UpstreamError({ kind: "timeout", reason: limit.reason })
-          abort()
-        },
-        Math.max(0, limit.at - now)
-      )
-      try {
-        const value = await run()
-        if (options.data) received = true
-        return value
-      } catch (e) {
-        throw timedOut ?? toUpstreamError(e)
-      } finally {
-        clearTimeout(timer)
-      }
-    },
-    close: () => {
-      caller?.removeEventListener("abort", abort)
-      if (!call.read) abort()
+  let ended = false
+  let paused = false
+  let buffered = 0
+  const chunks: Array<Buffer> = []
+  let waiting:
+    | { resolve: (value: Head | Buffer | undefined) => void; reject: (e: UpstreamError) => void }
+    | undefined
+  let waitingFor: "head" | "body" = "head"
+
+  const settle = () => {
+    if (waiting === undefined) return
+    const w = waiting
+    if (failure !== undefined) {
+      waiting = undefined
+      return w.reject(failure)
+    }
+    if (waitingFor === "head") {
+      if (head === undefined) return
+      waiting = undefined
+      return w.resolve(head)
+    }
+    if (chunks.length > 0) {
+      waiting = undefined
+      return w.resolve(takeChunks())
+    }
+    if (ended) {
+      waiting = undefined
+      w.resolve(undefined)
     }
   }
-  return call
+  const takeChunks = () => {
+    const out = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+    chunks.length = 0
+    buffered = 0
+    if (paused && controller !== undefined) {
+      paused = false
+      controller.resume()
+      arm()
+    }
+    return out
+  }
+
+  // The deadlines: one timer, set again when data comes.
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const totalAt = start + d.totalMs
+  const arm = () => {
+    if (timer !== undefined) clearTimeout(timer)
+    timer = undefined
+    if (ended || paused || failure !== undefined) return
+    const now = Date.now()
+    const phaseAt = received ? now + d.idleMs : start + d.firstByteMs
+    const reason =
+      totalAt <= phaseAt
+        ? `timed out: no whole answer from the upstream within ${d.totalMs} ms`
+        : received
+          ? `timed out: no data from the upstream for ${d.idleMs} ms`
+          : `timed out: no first byte from the upstream within ${d.firstByteMs} ms`
+    timer = setTimeout(
+      () => fail(new UpstreamError({ kind: "timeout", reason })),
+      Math.min(totalAt, phaseAt) - now
+    )
+  }
+  const fail = (error: UpstreamError) => {
+    if (failure !== undefined || ended) return
+    failure = error
+    if (timer !== undefined) clearTimeout(timer)
+    controller?.abort(error)
+    settle()
+  }
+
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart: (c) => {
+      controller = c
+      if (failure !== undefined) c.abort(failure)
+    },
+    onResponseStart: (_c, status, responseHeaders) => {
+      if (status < 200 && status >= 100) return
+      head = { status, headers: responseHeaders }
+      settle()
+    },
+    onResponseData: (c, chunk) => {
+      if (failure !== undefined) return
+      received = true
+      chunks.push(chunk)
+      buffered += chunk.length
+      if (buffered > HIGH_WATER) {
+        paused = true
+        c.pause()
+      }
+      arm()
+      settle()
+    },
+    onResponseEnd: () => {
+      ended = true
+      if (timer !== undefined) clearTimeout(timer)
+      settle()
+    },
+    onResponseError: (_c, error) => {
+      if (failure === undefined) failure = toUpstreamError(error)
+      if (timer !== undefined) clearTimeout(timer)
+      settle()
+    }
+  }
+  arm()
+  dispatcher.dispatch(
+    { origin: url.origin, path: `${url.pathname}${url.search}`, method: "POST", headers, body },
+    handler
+  )
+  const wait = <A extends Head | Buffer | undefined>(what: "head" | "body") =>
+    new Promise<A>((resolve, reject) => {
+      waitingFor = what
+      waiting = { resolve: resolve as (value: Head | Buffer | undefined) => void, reject }
+      settle()
+    })
+  return {
+    /** The response's status and headers. */
+    head: (): Promise<Head> =>
+      failure !== undefined
+        ? Promise.reject(failure)
+        : head !== undefined
+          ? Promise.resolve(head)
+          : wait("head"),
+    /** The body received since the last read, joined; `undefined` once it ended. */
+    read: (): Promise<Buffer | undefined> =>
+      failure !== undefined
+        ? Promise.reject(failure)
+        : chunks.length > 0
+          ? Promise.resolve(takeChunks())
+          : ended
+            ? Promise.resolve(undefined)
+            : wait("body"),
+    /** The rest of the body, as text. */
+    readAll: async (): Promise<string> => {
+      const parts: Array<Buffer> = []
+      for (;;) {
+        const part = await (failure !== undefined
+          ? Promise.reject(failure)
+          : chunks.length > 0
+            ? Promise.resolve(takeChunks())
+            : ended
+              ? Promise.resolve(undefined)
+              : wait<Buffer | undefined>("body"))
+        if (part === undefined) break
+        parts.push(part)
+      }
+      return parts.length === 1 ? parts[0]!.toString("utf8") : Buffer.concat(parts).toString("utf8")
+    },
+    /** Stops the call: aborts the request unless its body ended (its connection is then kept). */
+    close: () => {
+      if (ended || failure !== undefined) return
+      fail(
+        new UpstreamError({
+          kind: "network",
+          reason: "the call was stopped before the upstream answered whole"
+        })
+      )
+    }
+  }
 }
+
+/** A promise of the model client's as an Effect (it rejects with an `UpstreamError`). */
+const awaited = <A>(run: () => Promise<A>): Effect.Effect<A, UpstreamError> =>
+  Effect.async((resume) => {
+    run().then(
+      (value) => resume(Effect.succeed(value)),
+      (e: unknown) => resume(Effect.fail(toUpstreamError(e)))
+    )
+  })
 
 const protocolError = (reason: string) => new UpstreamError({ kind: "protocol", reason })
 
@@ -434,88 +572,59 @@ export const make = (
   }
 
   /**
-   * Sends one completion request within the call's deadlines: its status and headers, and readers
-   * of its body. An error status is read whole and is an `UpstreamError` with the upstream's fields.
+   * Sends one completion request: the exchange, whose `headers` fail with the upstream's fields
+   * when it answered an error status (its body read whole).
    */
-  const send = async (body: RawBody, stream: boolean, call: Call) => {
-    const response = await call.step(
-      () =>
-        request(url, {
-          method: "POST",
-          dispatcher,
-          headers,
-          body: JSON.stringify({ ...body, stream }),
-          signal: call.signal
-        }),
-      { data: false }
-    )
-    const iterator = response.body[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>
-    const read = () =>
-      call.step(
-        () =>
-          iterator.next().then((r) => {
-            if (r.done === true) call.read = true
-            return r
-          }),
-        { data: true }
-      )
-    /** The rest of the body, as text. */
-    const readAll = async () => {
-      const parts: Array<Uint8Array> = []
-      for (;;) {
-        const { done, value } = await read()
-        if (done === true) break
-        parts.push(value)
-      }
-      return Buffer.concat(parts).toString("utf8")
+  const send = (body: RawBody, stream: boolean) => {
+    const call = exchange(dispatcher, url, headers, JSON.stringify({ ...body, stream }), deadlines)
+    const started = async (): Promise<Head> => {
+      const head = await call.head()
+      if (head.status < 200 || head.status >= 300)
+        throw statusError(head.status, head.headers, await call.readAll())
+      return head
     }
-    if (response.statusCode < 200 || response.statusCode >= 300)
-      throw statusError(response.statusCode, response.headers as IncomingHttpHeaders, await readAll())
-    return { response, read, readAll }
+    return { call, started }
   }
 
-  /** One non-streaming completion: headers, then the body read chunk by chunk, within the deadlines. */
-  const completionOf = async (body: RawBody, signal?: AbortSignal): Promise<unknown> => {
-    const call = startCall(deadlines, signal)
-    try {
-      const { readAll } = await send(body, false, call)
-      const text = await readAll()
-      if (text.trim() === "") throw protocolError("the upstream answered 200 with an empty body")
-      let answer: unknown
+  /** One non-streaming completion: its headers, then its body whole, within the deadlines. */
+  const completionOf = (body: RawBody) => {
+    const { call, started } = send(body, false)
+    const answer = (async (): Promise<unknown> => {
       try {
-        answer = JSON.parse(text)
+        await started()
+        const text = await call.readAll()
+        if (text.trim() === "") throw protocolError("the upstream answered 200 with an empty body")
+        let answer: unknown
+        try {
+          answer = JSON.parse(text)
+        } catch (e) {
+          throw protocolError(
+            `the upstream sent malformed JSON (${(e as Error).message}): ${text.slice(0, 120)}`
+          )
+        }
+        const error = errorIn(answer, "the upstream answered an error")
+        if (error !== undefined) throw error
+        const invalid = checkCompletion(answer)
+        if (invalid !== undefined) throw protocolError(invalid)
+        sentAs.set(answer as object, text)
+        return answer
       } catch (e) {
-        throw protocolError(
-          `the upstream sent malformed JSON (${(e as Error).message}): ${text.slice(0, 120)}`
-        )
+        throw toUpstreamError(e)
+      } finally {
+        call.close()
       }
-      const error = errorIn(answer, "the upstream answered an error")
-      if (error !== undefined) throw error
-      const invalid = checkCompletion(answer)
-      if (invalid !== undefined) throw protocolError(invalid)
-      sentAs.set(answer as object, text)
-      return answer
-    } finally {
-      call.close()
-    }
+    })()
+    return { answer, stop: call.close }
   }
 
   /**
-   * One streaming completion, read chunk by chunk within the deadlines. A stream that ends with no
+   * One streaming completion, read as it comes within the deadlines. A stream that ends with no
    * finish reason, content or tool call fails (`protocol`); after `[DONE]` the body is still read to
    * its end (nothing else is taken from it), so its connection is kept.
    */
-  const streamOf = async (body: RawBody, signal?: AbortSignal): Promise<ChunkReader> => {
-    const call = startCall(deadlines, signal)
-    let sent: Awaited<ReturnType<typeof send>>
-    try {
-      sent = await send(body, true, call)
-    } catch (e) {
-      call.close()
-      throw e
-    }
-    const { response, read } = sent
-    const contentType = headerOf(response.headers as IncomingHttpHeaders, "content-type") ?? "none"
+  const streamOf = (body: RawBody): ChunkReader => {
+    const { call, started } = send(body, true)
+    let contentType: string | undefined
     const acc = chunkAccumulator()
     const events = sseSplitter()
     let finished = false
@@ -536,28 +645,35 @@ export const make = (
       return chunk
     }
     const next = async (): Promise<ReadonlyArray<Chunk & Record<string, unknown>> | undefined> => {
-      for (;;) {
-        if (finished) {
-          if (acc.isEmpty())
-            throw protocolError(
-              `the stream ended without a finish reason, content or tool call (content-type ${contentType})`
-            )
-          return undefined
+      try {
+        if (contentType === undefined)
+          contentType = headerOf((await started()).headers, "content-type") ?? "none"
+        for (;;) {
+          if (finished) {
+            if (acc.isEmpty())
+              throw protocolError(
+                `the stream ended without a finish reason, content or tool call (content-type ${contentType})`
+              )
+            return undefined
+          }
+          const value = await call.read()
+          const datas = value === undefined ? [] : events.push(value)
+          if (value === undefined) {
+            finished = true
+            const rest = events.rest()
+            if (rest !== undefined) datas.push(rest)
+          }
+          const chunks: Array<Chunk & Record<string, unknown>> = []
+          for (const data of datas) {
+            if (sawDone) break
+            if (data.trim() === "[DONE]") sawDone = true
+            else chunks.push(chunkOf(data))
+          }
+          if (chunks.length > 0) return chunks
         }
-        const { done, value } = await read()
-        const datas = done === true ? [] : events.push(value)
-        if (done === true) {
-          finished = true
-          const rest = events.rest()
-          if (rest !== undefined) datas.push(rest)
-        }
-        const chunks: Array<Chunk & Record<string, unknown>> = []
-        for (const data of datas) {
-          if (sawDone) break
-          if (data.trim() === "[DONE]") sawDone = true
-          else chunks.push(chunkOf(data))
-        }
-        if (chunks.length > 0) return chunks
+      } catch (e) {
+        call.close()
+        throw toUpstreamError(e)
       }
     }
     return { next, close: call.close }
@@ -567,19 +683,14 @@ export const make = (
   const chunksOf = (body: RawBody): Stream.Stream<Chunk & Record<string, unknown>, UpstreamError> =>
     Stream.unwrapScoped(
       Effect.map(
-        // The send is interruptible (a caller that stops aborts it: no wait for the upstream's
-        // headers); once it answered, the reader is closed with the stream's scope.
         Effect.acquireRelease(
-          Effect.interruptible(
-            Effect.tryPromise({ try: (signal) => streamOf(body, signal), catch: toUpstreamError })
-          ),
+          Effect.sync(() => streamOf(body)),
           (reader) => Effect.sync(reader.close)
         ),
         (reader) =>
           Stream.repeatEffectOption(
-            Effect.flatMap(
-              Effect.tryPromise({ try: reader.next, catch: (e) => Option.some(toUpstreamError(e)) }),
-              (chunks) => (chunks === undefined ? Effect.fail(Option.none()) : Effect.succeed(chunks))
+            Effect.flatMap(Effect.mapError(awaited(reader.next), Option.some), (chunks) =>
+              chunks === undefined ? Effect.fail(Option.none()) : Effect.succeed(chunks)
             )
           ).pipe(Stream.flattenIterables)
       )
@@ -589,7 +700,13 @@ export const make = (
     upstream,
     direct: { passthrough: completionOf, stream: streamOf },
     passthrough: (body) =>
-      Effect.tryPromise({ try: (signal) => completionOf(body, signal), catch: toUpstreamError }),
+      Effect.suspend(() => {
+        const call = completionOf(body)
+        return Effect.onInterrupt(
+          awaited(() => call.answer),
+          () => Effect.sync(call.stop)
+        )
+      }),
     passthroughStream: chunksOf,
     complete: (request) =>
       Stream.unwrap(
@@ -706,13 +823,13 @@ export const routed = (
       return target.service.passthroughStream({ ...body, model })
     },
     direct: {
-      passthrough: (body, signal) => {
+      passthrough: (body) => {
         const { target, model } = pick(body.model)
-        return target.service.direct.passthrough({ ...body, model }, signal)
+        return target.service.direct.passthrough({ ...body, model })
       },
-      stream: (body, signal) => {
+      stream: (body) => {
         const { target, model } = pick(body.model)
-        return target.service.direct.stream({ ...body, model }, signal)
+        return target.service.direct.stream({ ...body, model })
       }
     },
     complete: (request) => {
