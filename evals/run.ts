@@ -373,10 +373,9 @@ const seedCompactingSession = (dataDir: string) => {
  */
 const startGateway = async () => {
   const { Layer, Logger, LogLevel, ManagedRuntime, Option } = await import("effect")
-  const NodeHttpServer = await import("@effect/platform-node/NodeHttpServer")
   const HttpServer = await import("@effect/platform/HttpServer")
   const GatewayConfig = await import("@ctxo/gateway/GatewayConfig")
-  const { appWith } = await import("@ctxo/gateway/Server")
+  const { appWith, layerTest } = await import("@ctxo/gateway/Server")
   const { seamsLive } = await import("@ctxo/agent/TurnEngine")
   const { brokenLayer } = await import("@ctxo/replay/Breakers")
   const { startFakeUpstream } = await import("@ctxo/agent/FakeUpstream")
@@ -396,7 +395,7 @@ const startGateway = async () => {
   const runtime = ManagedRuntime.make(
     appWith(broken === undefined ? seamsLive : brokenLayer(broken)).pipe(
       Layer.provide(GatewayConfig.layerTest({ dataDir, upstreamBaseUrl: Option.some(upstream.url) })),
-      Layer.provideMerge(NodeHttpServer.layerTest),
+      Layer.provideMerge(layerTest),
       Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
     )
   )

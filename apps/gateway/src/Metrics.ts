@@ -58,6 +58,8 @@ export const upstreamErrors = Metric.counter("ctxo_upstream_errors_total", {
 // --- a request's facts
 
 export interface RequestStats {
+  /** The request's id (`x-request-id`: the client's, or one made for it). */
+  requestId: string | undefined
   model: string | undefined
   session: string | undefined
   tokensIn: number
@@ -69,7 +71,8 @@ export interface RequestStats {
   stream: boolean
 }
 
-export const newStats = (): RequestStats => ({
+export const newStats = (requestId?: string): RequestStats => ({
+  requestId,
   model: undefined,
   session: undefined,
   tokensIn: 0,
@@ -87,34 +90,49 @@ const withStats = (f: (stats: RequestStats) => void) =>
     if (stats !== undefined) f(stats)
   })
 
-const countTokens = (model: string, input: number, output: number) =>
-  Effect.zipRight(
-    withStats((s) => {
-      s.model ??= model
-      s.tokensIn += input
-      s.tokensOut += output
-    }),
-    Effect.all([
-      Metric.incrementBy(Metric.tagged(Metric.tagged(tokens, "model", model), "direction", "in"), input),
-      Metric.incrementBy(Metric.tagged(Metric.tagged(tokens, "model", model), "direction", "out"), output)
-    ])
-  )
+/** Tokens the upstream reported for a model: in the request's facts and the counters. */
+const tokensNow = (stats: RequestStats | undefined, model: string, input: number, output: number) => {
+  if (stats !== undefined) {
+    stats.model ??= model
+    stats.tokensIn += input
+    stats.tokensOut += output
+  }
+  const byModel = Metric.tagged(tokens, "model", model)
+  Metric.tagged(byModel, "direction", "in").unsafeUpdate(input, [])
+  Metric.tagged(byModel, "direction", "out").unsafeUpdate(output, [])
+}
 
-const upstreamFailed = (error: { readonly status?: number | undefined; readonly kind?: unknown }) => {
+/** An upstream call failed: its status (or kind) in the request's facts and the counter. */
+export const upstreamFailedNow = (
+  stats: RequestStats | undefined,
+  error: { readonly status?: number | undefined; readonly kind?: unknown }
+) => {
   const status =
     error.status !== undefined
       ? String(error.status)
       : typeof error.kind === "string"
         ? error.kind
         : "unknown"
-  return Effect.zipRight(
-    withStats((s) => {
-      s.upstreamStatus = status
-      s.error ??= "UpstreamError"
-    }),
-    Metric.increment(Metric.tagged(upstreamErrors, "status", status))
-  )
+  if (stats !== undefined) {
+    stats.upstreamStatus = status
+    stats.error ??= "UpstreamError"
+  }
+  Metric.tagged(upstreamErrors, "status", status).unsafeUpdate(1, [])
 }
+
+/** An upstream answer or chunk: the usage it reports, if any, counted for `model`. */
+export const usageSeen = (stats: RequestStats | undefined, model: string, value: unknown) => {
+  const usage = usageOf(value)
+  if (usage !== undefined) tokensNow(stats, model, usage.input, usage.output)
+}
+
+const countTokens = (model: string, input: number, output: number) =>
+  Effect.flatMap(FiberRef.get(CurrentRequest), (stats) =>
+    Effect.sync(() => tokensNow(stats, model, input, output))
+  )
+
+const upstreamFailed = (error: { readonly status?: number | undefined; readonly kind?: unknown }) =>
+  Effect.flatMap(FiberRef.get(CurrentRequest), (stats) => Effect.sync(() => upstreamFailedNow(stats, error)))
 
 const usageOf = (value: unknown): { readonly input: number; readonly output: number } | undefined => {
   const usage = (value as { readonly usage?: unknown } | null)?.usage as
@@ -127,7 +145,8 @@ const usageOf = (value: unknown): { readonly input: number; readonly output: num
   return { input, output }
 }
 
-const modelOf = (body: unknown, fallback = "unknown") => {
+/** The body's `model` (at most 120 characters), or `fallback`. */
+export const modelOf = (body: unknown, fallback = "unknown") => {
   const model = (body as { readonly model?: unknown } | null)?.model
   return typeof model === "string" && model !== "" ? model.slice(0, 120) : fallback
 }
@@ -156,10 +175,11 @@ export const instrumentClient = (client: ModelClientService): ModelClientService
       s.model ??= modelOf(body)
     }).pipe(
       Effect.zipRight(client.passthrough(body)),
-      Effect.tap((answer) => {
-        const usage = usageOf(answer)
-        return usage === undefined ? Effect.void : countTokens(modelOf(body), usage.input, usage.output)
-      }),
+      Effect.tap((answer) =>
+        Effect.flatMap(FiberRef.get(CurrentRequest), (stats) =>
+          Effect.sync(() => usageSeen(stats, modelOf(body), answer))
+        )
+      ),
       Effect.tapError(upstreamFailed)
     ),
   passthroughStream: (body) =>
@@ -169,10 +189,11 @@ export const instrumentClient = (client: ModelClientService): ModelClientService
           s.model ??= modelOf(body)
         }),
         client.passthroughStream(body).pipe(
-          Stream.tap((chunk) => {
-            const usage = usageOf(chunk)
-            return usage === undefined ? Effect.void : countTokens(modelOf(body), usage.input, usage.output)
-          }),
+          Stream.tap((chunk) =>
+            Effect.flatMap(FiberRef.get(CurrentRequest), (stats) =>
+              Effect.sync(() => usageSeen(stats, modelOf(body), chunk))
+            )
+          ),
           Stream.tapError(upstreamFailed)
         )
       )
@@ -267,10 +288,38 @@ export interface Finished {
   readonly stats: RequestStats
 }
 
-/** One line per request, in the gateway's logger (`CTXO_LOG_FORMAT=json`: one JSON object). */
-export const requestFinished = (done: Finished) => {
+/** The request metrics of a route and status (tagged metrics kept, not made again per request). */
+const requestMetrics = new Map<
+  string,
+  { readonly requests: Metric.Metric.Counter<number>; readonly duration: typeof httpDuration }
+>()
+const metricsOf = (method: string, route: string, status: number) => {
+  const key = `${method} ${route} ${status}`
+  let found = requestMetrics.get(key)
+  if (found === undefined) {
+    found = {
+      requests: httpRequests.pipe(
+        Metric.tagged("method", method),
+        Metric.tagged("route", route),
+        Metric.tagged("status", String(status))
+      ),
+      duration: httpDuration.pipe(Metric.tagged("method", method), Metric.tagged("route", route))
+    }
+    // Routes are the contract's templates and statuses a few: the map stays small; bounded anyway.
+    if (requestMetrics.size >= 1024) requestMetrics.clear()
+    requestMetrics.set(key, found)
+  }
+  return found
+}
+
+/**
+ * A request ended: its metrics counted now, and its access log line (message and annotations) for
+ * whoever logs it.
+ */
+export const requestFinishedNow = (
+  done: Finished
+): { readonly message: string; readonly annotations: Record<string, unknown> } => {
   const { stats } = done
-  const seconds = done.durationMs / 1000
   const annotations: Record<string, unknown> = {
     requestId: done.requestId,
     method: done.method,
@@ -287,18 +336,18 @@ export const requestFinished = (done: Finished) => {
     ...(stats.upstreamStatus === undefined ? {} : { upstreamStatus: stats.upstreamStatus }),
     ...(stats.stream ? { stream: true } : {})
   }
-  const requests = httpRequests.pipe(
-    Metric.tagged("method", done.method),
-    Metric.tagged("route", done.route),
-    Metric.tagged("status", String(done.status))
-  )
-  const duration = httpDuration.pipe(Metric.tagged("method", done.method), Metric.tagged("route", done.route))
-  return Effect.all([
-    Effect.logInfo(`${done.method} ${done.url} ${done.status}`).pipe(Effect.annotateLogs(annotations)),
-    Metric.increment(requests),
-    Metric.update(duration, seconds)
-  ]).pipe(Effect.asVoid)
+  const { requests, duration } = metricsOf(done.method, done.route, done.status)
+  requests.unsafeUpdate(1, [])
+  duration.unsafeUpdate(done.durationMs / 1000, [])
+  return { message: `${done.method} ${done.url} ${done.status}`, annotations }
 }
+
+/** One line per request, in the gateway's logger (`CTXO_LOG_FORMAT=json`: one JSON object). */
+export const requestFinished = (done: Finished) =>
+  Effect.suspend(() => {
+    const line = requestFinishedNow(done)
+    return Effect.logInfo(line.message).pipe(Effect.annotateLogs(line.annotations))
+  })
 
 // --- the Prometheus text format
 

@@ -11,7 +11,6 @@
  *   `JSON.parse` or a schema walks it.
  */
 import type { IncomingMessage } from "node:http"
-import { Effect } from "effect"
 
 /** The version an `If-Match` header names (a weak or quoted tag as the bare version). */
 export const ifMatch = (header: string | undefined) => header?.replace(/^W\//, "").replace(/^"|"$/g, "")
@@ -51,54 +50,101 @@ export const depthOver = (text: string, max: number = MAX_JSON_DEPTH): number | 
   return undefined
 }
 
-export type BodyRead =
-  | { readonly _tag: "Body"; readonly bytes: Uint8Array }
-  /** Over the limit; `drained` says the rest was read to its end (the connection can be kept). */
-  | { readonly _tag: "TooLarge"; readonly drained: boolean }
-  | { readonly _tag: "Aborted" }
+/** A request refused at its edges: the status, the error's tag and one sentence. */
+export interface Refusal {
+  readonly status: number
+  readonly tag: string
+  readonly message: string
+  /** Headers of the answer (`connection: close` when the rest of the body was not read). */
+  readonly headers?: Readonly<Record<string, string>>
+}
+
+/** What past the limit is still read and dropped, so the client gets to read its 413. */
+export const drainBoundOf = (limit: number) => Math.max(4 * limit, 4 << 20)
+
+const tooLarge = (limit: number, close: boolean): Refusal => ({
+  status: 413,
+  tag: "PayloadTooLarge",
+  message: `The body is over the limit of ${limit} bytes (CTXO_MAX_BODY_BYTES)`,
+  ...(close ? { headers: { connection: "close" } } : {})
+})
 
 /**
- * Reads a body up to `limit` bytes. Past the limit it keeps reading and dropping up to `drainBound`
- * more bytes, so a client that sends everything before reading gets to read the 413.
+ * A declared length over the limit, refused before the body is read: Node reads and drops the rest
+ * so the client reads the 413, unless it is beyond the drain bound (then the connection closes).
  */
-export const readBody = (source: IncomingMessage, limit: number, drainBound: number) =>
-  Effect.async<BodyRead>((resume) => {
+export const declaredRefusal = (
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  limit: number
+): Refusal | undefined => {
+  const declared = Number(headers["content-length"] ?? 0)
+  return declared > limit ? tooLarge(limit, declared > limit + drainBoundOf(limit)) : undefined
+}
+
+/** A JSON body read whole: its bytes and text (empty when the request has none). */
+export interface JsonBody {
+  readonly bytes: Uint8Array
+  readonly text: string
+}
+
+/**
+ * A request's body, checked at its edges: a JSON content type (else 415), at most `limit` bytes
+ * also when it comes chunked (else 413, the rest read and dropped up to a bound), read to its end
+ * (else 400), nested at most `MAX_JSON_DEPTH` levels (else 400). A request without a body has the
+ * empty one.
+ */
+export const readJsonBody = (source: IncomingMessage, limit: number): Promise<JsonBody | Refusal> => {
+  const headers = source.headers as Readonly<Record<string, string | undefined>>
+  if (!hasBody(headers)) return Promise.resolve({ bytes: new Uint8Array(), text: "" })
+  if (!isJsonContentType(headers["content-type"]))
+    return Promise.resolve({
+      status: 415,
+      tag: "UnsupportedMediaType",
+      message: "The body must be JSON (Content-Type: application/json)"
+    })
+  return new Promise((resolve) => {
     const chunks: Array<Buffer> = []
+    const drainBound = drainBoundOf(limit)
     let size = 0
     let done = false
-    const stop = () => {
+    const finish = (result: JsonBody | Refusal) => {
+      if (done) return
       done = true
       source.off("data", onData)
       source.off("end", onEnd)
       source.off("error", onError)
       source.off("aborted", onError)
-    }
-    const finish = (result: BodyRead) => {
-      if (done) return
-      stop()
-      if (result._tag === "TooLarge" && !result.drained) source.pause()
-      resume(Effect.succeed(result))
+      if ("status" in result && result.headers?.connection === "close") source.pause()
+      resolve(result)
     }
     const onData = (chunk: Buffer) => {
       size += chunk.length
       if (size <= limit) chunks.push(chunk)
       else {
         chunks.length = 0
-        if (size > limit + drainBound) finish({ _tag: "TooLarge", drained: false })
+        if (size > limit + drainBound) finish(tooLarge(limit, true))
       }
     }
-    const onEnd = () =>
+    const onEnd = () => {
+      if (size > limit) return finish(tooLarge(limit, false))
+      const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+      const text = bytes.toString("utf8")
       finish(
-        size > limit ? { _tag: "TooLarge", drained: true } : { _tag: "Body", bytes: Buffer.concat(chunks) }
+        depthOver(text) === undefined
+          ? { bytes, text }
+          : {
+              status: 400,
+              tag: "InvalidRequest",
+              message: `The body is nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`
+            }
       )
-    const onError = () => finish({ _tag: "Aborted" })
-    if (source.readableEnded) {
-      finish({ _tag: "Body", bytes: new Uint8Array() })
-      return
     }
+    const onError = () =>
+      finish({ status: 400, tag: "InvalidRequest", message: "The body could not be read to its end" })
+    if (source.readableEnded) return finish({ bytes: new Uint8Array(), text: "" })
     source.on("data", onData)
     source.on("end", onEnd)
     source.on("error", onError)
     source.on("aborted", onError)
-    return Effect.sync(stop)
   })
+}

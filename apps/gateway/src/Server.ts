@@ -12,7 +12,7 @@
  * Every request is logged once (`Metrics.requestFinished`: route, status, model, session, tokens,
  * the error's reason; a stream when it ended) and counted for `GET /metrics` (the admin key's).
  */
-import { createServer } from "node:http"
+import type { ListenOptions } from "node:net"
 import { resolve } from "node:path"
 import * as Controller from "@ctxo/agent/Controller"
 import * as KnowledgeIndex from "@ctxo/agent/KnowledgeIndex"
@@ -35,9 +35,12 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Config, Effect, Layer, Option, Stream } from "effect"
+import { authorize, busyRefusal, newRequestId, refusalBody } from "./Admission.ts"
+import * as ChatCompletions from "./ChatCompletions.ts"
 import {
   boundErrorBody,
   clip,
@@ -48,6 +51,7 @@ import {
 } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import { ApiLive } from "./Http.ts"
+import * as Lane from "./Lane.ts"
 import * as Metrics from "./Metrics.ts"
 import * as RequestBody from "./RequestBody.ts"
 import * as Routes from "./Routes.ts"
@@ -55,15 +59,11 @@ import * as Shutdown from "./Shutdown.ts"
 import * as Tenancy from "./Tenancy.ts"
 import * as TenantServices from "./TenantServices.ts"
 
-let requestCounter = 0
-const newRequestId = () => `req-${Date.now().toString(36)}-${(requestCounter++).toString(36)}`
-
-/** An error the middleware answers itself, in the route's error shape. */
-const errorResponse = (route: Routes.Route, status: number, tag: string, message: string) =>
-  HttpServerResponse.unsafeJson(
-    route.openAI ? gatewayToOpenAI(status, { tag, message }) : { error: { tag, message } },
-    { status }
-  )
+const refusalResponse = (route: Routes.Route, refusal: RequestBody.Refusal) =>
+  HttpServerResponse.unsafeJson(refusalBody(route, refusal), {
+    status: refusal.status,
+    ...(refusal.headers === undefined ? {} : { headers: refusal.headers })
+  })
 
 const frameworkError = (status: number, request: HttpServerRequest.HttpServerRequest) =>
   status === 404
@@ -137,52 +137,6 @@ const parsedOrUndefined = (text: string): unknown => {
   }
 }
 
-const inFlight = new Map<string, number>()
-
-/** The caller's key: `Authorization: Bearer <key>` (what OpenAI clients send) or `x-api-key`. */
-const keyOf = (request: HttpServerRequest.HttpServerRequest) =>
-  /^Bearer\s+(.+)$/i.exec(request.headers.authorization ?? "")?.[1]?.trim() ?? request.headers["x-api-key"]
-
-/** Who the caller is, for the route it reaches: a tenant, the admin, anyone, or an error response. */
-const authorize = (
-  request: HttpServerRequest.HttpServerRequest,
-  route: Routes.Route,
-  access: Tenancy.Access
-):
-  | { readonly tenant: string; readonly admin: boolean }
-  | { readonly refused: HttpServerResponse.HttpServerResponse } => {
-  const key = keyOf(request)
-  const admin = key !== undefined && access.isAdmin(key)
-  if (!access.enabled) return { tenant: Tenancy.DEFAULT_TENANT, admin: false }
-  const keyTenant = key === undefined ? Option.none() : access.tenantOf(key)
-  const refuse = (status: number, tag: string, message: string) => ({
-    refused: errorResponse(route, status, tag, message)
-  })
-  const noKey = () =>
-    refuse(
-      401,
-      "Unauthorized",
-      key === undefined ? "An API key is required (Authorization: Bearer <key>)" : "The API key is not valid"
-    )
-  switch (route.audience) {
-    case "public":
-      return { tenant: Option.getOrElse(keyTenant, () => Tenancy.DEFAULT_TENANT), admin }
-    case "admin":
-      if (admin) return { tenant: Tenancy.DEFAULT_TENANT, admin }
-      return Option.isSome(keyTenant)
-        ? refuse(403, "Forbidden", "This key has no right to the management endpoints")
-        : refuse(401, "Unauthorized", "A valid admin key is required (Authorization: Bearer <key>)")
-    case "anyKey":
-      if (admin) return { tenant: Tenancy.DEFAULT_TENANT, admin }
-      return Option.isSome(keyTenant) ? { tenant: keyTenant.value, admin } : noKey()
-    case "tenant":
-      if (Option.isSome(keyTenant)) return { tenant: keyTenant.value, admin }
-      return admin
-        ? refuse(403, "Forbidden", "The admin key manages tenants; it reads no tenant's data")
-        : noKey()
-  }
-}
-
 /**
  * The request with its body already read: handlers decode `text`, never the socket again. A proxy,
  * so whatever the server marks on the request (that it was answered) lands on the request itself.
@@ -218,7 +172,7 @@ export const middleware =
       const roots = [settings.dataRoot]
       // The access log's facts: the route's template, the session it names, and what the handler
       // and the model client add (model, tokens, upstream status) through `Metrics.CurrentRequest`.
-      const stats = Metrics.newStats()
+      const stats = Metrics.newStats(id)
       const matched = Metrics.routeOf(request.method, request.url)
       stats.session = Metrics.sessionOf(matched.params, request.headers, undefined)
       let requestModel: string | undefined
@@ -279,85 +233,32 @@ export const middleware =
         }
         return Effect.as(logged(), out)
       }
-      const refuse = (response: HttpServerResponse.HttpServerResponse) => finish(request, response)
+      const refuse = (refusal: RequestBody.Refusal) => finish(request, refusalResponse(route, refusal))
       yield* HttpApp.appendPreResponseHandler(finish)
-      const tooLarge = () =>
-        errorResponse(
-          route,
-          413,
-          "PayloadTooLarge",
-          `The body is over the limit of ${maxBodyBytes} bytes (CTXO_MAX_BODY_BYTES)`
-        )
-      // A declared length over the limit is refused before the body is read: Node reads and drops
-      // the rest so the client reads the 413, unless it is beyond the drain bound (then it closes).
-      const drainBound = Math.max(4 * maxBodyBytes, 4 << 20)
-      const declared = Number(request.headers["content-length"] ?? 0)
-      if (declared > maxBodyBytes)
-        return yield* refuse(
-          declared > maxBodyBytes + drainBound
-            ? tooLarge().pipe(HttpServerResponse.setHeader("connection", "close"))
-            : tooLarge()
-        )
+      const declared = RequestBody.declaredRefusal(request.headers, maxBodyBytes)
+      if (declared !== undefined) return yield* refuse(declared)
       // Who is asking, decided on the route the router will match, never on the raw path.
-      const caller = authorize(request, route, access)
+      const caller = authorize(request.headers, route, access)
       if ("refused" in caller) return yield* refuse(caller.refused)
       const { tenant, admin } = caller
       tenantOfRequest = tenant
       // A body is JSON or nothing: a cross-site form (text/plain, multipart) cannot post.
       let served = request
-      if (RequestBody.hasBody(request.headers)) {
-        if (!RequestBody.isJsonContentType(request.headers["content-type"]))
-          return yield* refuse(
-            errorResponse(
-              route,
-              415,
-              "UnsupportedMediaType",
-              "The body must be JSON (Content-Type: application/json)"
-            )
-          )
-        const source = NodeHttpServerRequest.toIncomingMessage(request)
-        if (typeof source?.on === "function") {
-          const read = yield* RequestBody.readBody(source, maxBodyBytes, drainBound)
-          if (read._tag === "TooLarge")
-            return yield* refuse(
-              read.drained ? tooLarge() : tooLarge().pipe(HttpServerResponse.setHeader("connection", "close"))
-            )
-          if (read._tag === "Aborted")
-            return yield* refuse(
-              errorResponse(route, 400, "InvalidRequest", "The body could not be read to its end")
-            )
-          const text = new TextDecoder().decode(read.bytes)
-          const depth = RequestBody.depthOver(text)
-          if (depth !== undefined)
-            return yield* refuse(
-              errorResponse(
-                route,
-                400,
-                "InvalidRequest",
-                `The body is nested deeper than ${RequestBody.MAX_JSON_DEPTH} levels of arrays and objects`
-              )
-            )
-          served = withBody(request, read.bytes, text)
-          // The model and session a chat body names, for the access log (the handler decodes it).
-          if (matched.route.includes("chat")) {
-            const parsed = parsedOrUndefined(text)
-            requestModel = Metrics.requestModelOf(parsed)
-            stats.session ??= Metrics.sessionOf({}, {}, parsed)
-          }
+      const source = NodeHttpServerRequest.toIncomingMessage(request)
+      if (RequestBody.hasBody(request.headers) && typeof source?.on === "function") {
+        const read = yield* Effect.promise(() => RequestBody.readJsonBody(source, maxBodyBytes))
+        if ("status" in read) return yield* refuse(read)
+        served = withBody(request, read.bytes, read.text)
+        // The model and session a chat body names, for the access log (the handler decodes it).
+        if (matched.route.includes("chat")) {
+          const parsed = parsedOrUndefined(read.text)
+          requestModel = Metrics.requestModelOf(parsed)
+          stats.session ??= Metrics.sessionOf({}, {}, parsed)
         }
       }
       // A tenant's requests in flight, up to its limit (with keys: one gateway, many tenants).
-      const busy = inFlight.get(tenant) ?? 0
-      if (access.enabled && busy >= access.maxConcurrent)
-        return yield* refuse(
-          errorResponse(
-            route,
-            429,
-            "TooManyRequests",
-            `Tenant ${tenant} has ${busy} requests in flight (limit ${access.maxConcurrent})`
-          ).pipe(HttpServerResponse.setHeader("retry-after", "1"))
-        )
-      inFlight.set(tenant, busy + 1)
+      const busy = access.admit(tenant)
+      if (busy !== undefined) return yield* refuse(busyRefusal(tenant, busy, access))
       return yield* app.pipe(
         HttpIncomingMessage.withMaxBodySize(Option.some(FileSystem.Size(maxBodyBytes))),
         Effect.provideService(HttpServerRequest.HttpServerRequest, served),
@@ -365,7 +266,7 @@ export const middleware =
         Effect.locally(Tenancy.CallerIsAdmin, admin),
         Effect.locally(Metrics.CurrentRequest, stats),
         Effect.annotateLogs({ requestId: id, tenant }),
-        Effect.ensuring(Effect.sync(() => inFlight.set(tenant, (inFlight.get(tenant) ?? 1) - 1)))
+        Effect.ensuring(Effect.sync(() => access.release(tenant)))
       )
     })
 
@@ -445,22 +346,27 @@ export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | Tur
 export const services = servicesWith(TurnEngine.seamsLive)
 
 /**
- * The HTTP app (routes, docs, OpenAPI) over the services, with the turn engine's compiler and
- * compactor given (the eval gate passes broken ones); no server yet (tests add one).
+ * The HTTP app (routes, docs, OpenAPI, and the lane for chat completions when the server has a
+ * slot for it) over the services, with the turn engine's compiler and compactor given (the eval
+ * gate passes broken ones); no server yet (`server`, `layerTest`).
  */
 export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngine.HistoryCompactor>) =>
   Layer.unwrapEffect(
     Effect.gen(function* () {
       const config = yield* GatewayConfig
       const access = yield* Tenancy.Tenancy
-      return HttpApiBuilder.serve(
+      const routes = HttpApiBuilder.serve(
         middleware({ maxBodyBytes: config.maxBodyBytes, dataRoot: resolve(config.dataDir) }, access)
       ).pipe(
         Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
         Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-        Layer.provide(ApiLive),
+        Layer.provide(ApiLive)
+      )
+      return Layer.merge(routes, Lane.layer).pipe(
         // The model client measured: tokens by model and upstream errors, in /metrics and the access log.
-        Layer.provide(Metrics.instrumentServices(servicesWith(seams))),
+        Layer.provide(
+          Layer.provideMerge(ChatCompletions.layer, Metrics.instrumentServices(servicesWith(seams)))
+        ),
         Layer.provide(Shutdown.layer),
         HttpServer.withLogAddress
       )
@@ -470,9 +376,31 @@ export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngi
 /** The HTTP app with the live compiler and compactor. */
 export const app = appWith(TurnEngine.seamsLive)
 
+/** The HTTP server on `options`, its requests offered to the app's lane first (`Lane`). */
+const listening = (options: ListenOptions) =>
+  Layer.unwrapEffect(
+    Effect.sync(() => {
+      const slot = Lane.emptySlot()
+      return Layer.merge(
+        Layer.succeed(Lane.LaneSlot, slot),
+        NodeHttpServer.layer(() => Lane.laneServer(slot), options)
+      )
+    })
+  )
+
 /** The gateway listening on HOST:PORT. */
 export const server = Layer.unwrapEffect(
   Effect.map(GatewayConfig, (config) =>
-    app.pipe(Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, host: config.host })))
+    app.pipe(Layer.provide(listening({ port: config.port, host: config.host })))
   )
+)
+
+/**
+ * What `NodeHttpServer.layerTest` is, for the gateway's server: it listens on a free port of
+ * 127.0.0.1 with its lane, and an `HttpClient` sends requests to it (tests, the eval gate).
+ */
+export const layerTest = HttpServer.layerTestClient.pipe(
+  Layer.provide(NodeHttpClient.layerWithoutAgent),
+  Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })),
+  Layer.provideMerge(listening({ port: 0, host: "127.0.0.1" }))
 )

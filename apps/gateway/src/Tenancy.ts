@@ -33,6 +33,12 @@ export interface Access {
   readonly tenants: ReadonlyArray<string>
   /** Concurrent requests a tenant may have in flight (CTXO_TENANT_MAX_CONCURRENT, default 16). */
   readonly maxConcurrent: number
+  /**
+   * Takes one of the tenant's places in flight: `undefined` when it has one (give it back with
+   * `release`), else how many it has in flight (with keys, at most `maxConcurrent`).
+   */
+  readonly admit: (tenant: string) => number | undefined
+  readonly release: (tenant: string) => void
   /** Where a tenant's data lives. */
   readonly rootOf: (tenant: string) => string
   /** Where a tenant's data lives, relative to the data root (`tenants/acme`; `.` without keys). */
@@ -50,6 +56,7 @@ export const make = (options: {
   const entries = options.keys.map((k) => ({ hash: hash(k.key), tenant: k.tenant }))
   const admin = Option.map(options.adminKey, hash)
   const enabled = entries.length > 0 || Option.isSome(admin)
+  const inFlight = new Map<string, number>()
   return {
     enabled,
     tenantOf: (key) => {
@@ -59,6 +66,17 @@ export const make = (options: {
     isAdmin: (key) => Option.isSome(admin) && timingSafeEqual(admin.value, hash(key)),
     tenants: [...new Set(entries.map((e) => e.tenant))].sort(),
     maxConcurrent: options.maxConcurrent,
+    admit: (tenant) => {
+      const busy = inFlight.get(tenant) ?? 0
+      if (enabled && busy >= options.maxConcurrent) return busy
+      inFlight.set(tenant, busy + 1)
+      return undefined
+    },
+    release: (tenant) => {
+      const busy = (inFlight.get(tenant) ?? 1) - 1
+      if (busy <= 0) inFlight.delete(tenant)
+      else inFlight.set(tenant, busy)
+    },
     rootOf: (tenant) => (enabled ? join(options.dataDir, "tenants", tenant) : options.dataDir),
     relativeRootOf: (tenant) =>
       enabled ? relative(options.dataDir, join(options.dataDir, "tenants", tenant)) : "."

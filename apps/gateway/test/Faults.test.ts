@@ -316,6 +316,22 @@ describe("a client that goes away", () => {
     expect(answer.choices[0]?.message.content).toBe("Proxied again.")
   }, 20_000)
 
+  it("from a /v1 completion without a session (proxy), while the upstream has not answered", async () => {
+    gw.upstream.script({ type: "hang" })
+    const calls = gw.upstream.requests.length
+    const controller = new AbortController()
+    const pending = client.chat.completions
+      .create(user("Proxy me slowly."), { signal: controller.signal })
+      .catch((e: unknown) => e)
+    await eventually(() => gw.upstream.requests.length > calls, "the upstream got the request")
+    controller.abort()
+    expect(await pending).toBeInstanceOf(OpenAI.APIUserAbortError)
+    await upstreamClosed(gw)
+    gw.upstream.script({ type: "text", text: "Proxied again." })
+    const answer = await client.chat.completions.create(user("Still there?"))
+    expect(answer.choices[0]?.message.content).toBe("Proxied again.")
+  }, 20_000)
+
   it("from a /v1 completion with a session, while the upstream has not answered", async () => {
     const sid = await newSession(gw)
     gw.upstream.script({ type: "hang" })

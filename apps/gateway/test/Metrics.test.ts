@@ -3,12 +3,11 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type FakeUpstream, startFakeUpstream } from "@ctxo/agent/FakeUpstream"
 import * as HttpServer from "@effect/platform/HttpServer"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Layer, Logger, ManagedRuntime, MetricState, Option, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
 import { renderPrometheus } from "../src/Metrics.ts"
-import { app } from "../src/Server.ts"
+import { app, layerTest } from "../src/Server.ts"
 import { exampleData } from "./harness.ts"
 
 /** A gateway whose log lines are captured as `CTXO_LOG_FORMAT=json` writes them: one JSON object each. */
@@ -27,7 +26,7 @@ const start = async (overrides: Partial<GatewayConfig.Settings> = {}) => {
     Layer.provide(
       GatewayConfig.layerTest({ dataDir, upstreamBaseUrl: Option.some(upstream.url), ...overrides })
     ),
-    Layer.provideMerge(NodeHttpServer.layerTest),
+    Layer.provideMerge(layerTest),
     Layer.provide(capture)
   )
   const runtime = ManagedRuntime.make(layer)

@@ -8,11 +8,10 @@ import { foldHistoryText } from "@ctxo/store/HistoryJournal"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as HttpServer from "@effect/platform/HttpServer"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Either, Layer, Logger, LogLevel, ManagedRuntime, Option, Stream } from "effect"
 import { expect } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
-import { app } from "../src/Server.ts"
+import { app, layerTest } from "../src/Server.ts"
 
 export const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
 
@@ -63,7 +62,7 @@ const started = async (
     Layer.provide(
       GatewayConfig.layerTest({ dataDir, upstreamBaseUrl: Option.some(upstream.url), ...overrides })
     ),
-    Layer.provideMerge(NodeHttpServer.layerTest),
+    Layer.provideMerge(layerTest),
     // Access logs of thousands of test requests drown the output: warnings only (CTXO_TEST_LOGS=1 for all).
     Layer.provide(
       Logger.minimumLogLevel(process.env.CTXO_TEST_LOGS === "1" ? LogLevel.All : LogLevel.Warning)
