@@ -49,7 +49,9 @@ import {
 } from "./internal/fileEdits.ts"
 import { type JournalOptions, makeJournalFiles } from "./internal/journalFiles.ts"
 import {
+  dirStampNow,
   errnoOf,
+  isDirectoryNow,
   isInside,
   OutsideError,
   readInside,
@@ -427,7 +429,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
   let indexCache: { readonly stamp: string; readonly records: ReadonlyArray<SessionRecord> } | undefined
   const readIndex = Effect.gen(function* () {
     const base = yield* ready
-    const stamp = yield* Effect.promise(() => stampNow(indexFile))
+    const stamp = stampNow(indexFile)
     if (stamp === undefined) return [] as ReadonlyArray<SessionRecord>
     if (indexCache?.stamp === stamp) return indexCache.records
     const read = yield* attempt(indexFile, "read", () =>
@@ -493,7 +495,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
     let cached: { readonly stamp: string; readonly records: ReadonlyArray<A> } | undefined
     return Effect.gen(function* () {
       const base = yield* ready
-      const stamp = yield* Effect.promise(() => stampNow(file))
+      const stamp = stampNow(file)
       if (stamp === undefined) return [] as ReadonlyArray<A>
       if (cached?.stamp === stamp) return cached.records
       const read = yield* attempt(file, "read", () => readInside(file, (real) => dirname(real) === base))
@@ -540,7 +542,12 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
     })
 
   // --- reads, cached
-  const known = new Map<string, { readonly full: string; readonly stamp: string; readonly text: string }>()
+  // What each read found, a file's text or that there was none (`stamp` undefined), kept while one
+  // `stat` shows the same.
+  const known = new Map<
+    string,
+    { readonly full: string; readonly stamp: string | undefined; readonly text: string | undefined }
+  >()
   const readChecked = (scope: Scope, sessionId: string, path: string) =>
     Effect.gen(function* () {
       const clean = yield* cleanFor(scope, path)
@@ -553,9 +560,8 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       }
       const key = `${scope}\u0000${sessionId}\u0000${clean}`
       const seen = known.get(key)
-      // The same inode, unchanged, is the file already proven to be inside: one stat.
-      if (seen !== undefined && (yield* Effect.promise(() => stampNow(seen.full))) === seen.stamp)
-        return seen.text
+      // The same inode, unchanged, is the file already proven to be inside (or still no file): one stat.
+      if (seen !== undefined && stampNow(seen.full) === seen.stamp) return seen.text
       const base = yield* ready
       const full = scope === "global" ? join(base, clean) : join(base, sessionId, clean)
       const read = yield* attempt(full, "read", () => readInside(full, allowedFor(base, scope, sessionId)))
@@ -565,7 +571,8 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
           reason: "leads out of what the session may read through a symlink"
         })
       if (read._tag !== "Read") {
-        known.delete(key)
+        known.set(key, { full, stamp: undefined, text: undefined })
+        bounded(known, 4096)
         return undefined
       }
       known.set(key, { full, stamp: read.stamp, text: read.text })
@@ -573,17 +580,40 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       return read.text
     })
 
+  // A session's listing, kept while none of its directories changed (an entry made, removed or
+  // renamed changes its directory's stamp); a listing with a link is made again each time (the
+  // file a link leads to may change with no change here).
+  const listings = new Map<
+    string,
+    {
+      readonly dirs: ReadonlyArray<readonly [string, string | undefined]>
+      readonly files: ReadonlyArray<string>
+    }
+  >()
   const listSession = (sessionId: string) =>
     Effect.gen(function* () {
       yield* checkSessionId(sessionId)
       const base = yield* ready
       const dir = sessionBase(base, sessionId)
-      const entries: Array<Dirent> =
-        (yield* attempt(dir, "list", () =>
-          readdir(dir, { recursive: true, withFileTypes: true }).catch((e) =>
-            errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR" ? [] : Promise.reject(e)
-          )
-        )) ?? []
+      const listed = listings.get(`${base}\u0000${sessionId}`)
+      if (listed?.dirs.every(([d, stamp]) => dirStampNow(d) === stamp)) return listed.files
+      // Each directory stamped before it is read: a change meanwhile lists it again next time.
+      const dirs: Array<readonly [string, string | undefined]> = []
+      const entries: Array<Dirent> = []
+      for (let i = 0, queue = [dir]; i < queue.length; i++) {
+        const at = queue[i]!
+        dirs.push([at, dirStampNow(at)])
+        const found: Array<Dirent> =
+          (yield* attempt(at, "list", () =>
+            readdir(at, { withFileTypes: true }).catch((e) =>
+              errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR" ? [] : Promise.reject(e)
+            )
+          )) ?? []
+        for (const entry of found) {
+          entries.push(entry)
+          if (entry.isDirectory() && !entry.name.startsWith(".")) queue.push(join(at, entry.name))
+        }
+      }
       const files: Array<string> = []
       for (const entry of entries) {
         if (entry.name.startsWith(".") || isTempFile(entry.name)) continue
@@ -609,6 +639,12 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
         }
       }
       files.sort()
+      const key = `${base}\u0000${sessionId}`
+      listings.delete(key)
+      if (!entries.some((e) => e.isSymbolicLink())) {
+        listings.set(key, { dirs, files })
+        bounded(listings, 1024)
+      }
       return files
     })
   const listGlobal = Effect.gen(function* () {
@@ -660,13 +696,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
     Effect.gen(function* () {
       const base = yield* ready
       const dir = sessionBase(base, sessionId)
-      const exists = yield* Effect.promise(() =>
-        stat(dir).then(
-          (s) => s.isDirectory(),
-          () => false
-        )
-      )
-      if (!exists) return yield* new SessionNotFound({ sessionId })
+      if (!isDirectoryNow(dir)) return yield* new SessionNotFound({ sessionId })
       yield* writeAt(base, dir, clean, text, allowedFor(base, "session", sessionId)).pipe(
         Effect.catchTag("SessionNotFound", () => Effect.fail(new SessionNotFound({ sessionId })))
       )
@@ -819,12 +849,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       Effect.gen(function* () {
         yield* checkSessionId(sessionId)
         const base = yield* ready
-        return yield* Effect.promise(() =>
-          stat(sessionBase(base, sessionId)).then(
-            (s) => s.isDirectory(),
-            () => false
-          )
-        )
+        return isDirectoryNow(sessionBase(base, sessionId))
       }),
     read: readChecked,
     readMany: (scope, sessionId, paths) =>

@@ -3,6 +3,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   symlinkSync,
   writeFileSync
@@ -259,6 +260,59 @@ describe("the root's memory file", () => {
         const error = yield* flip(store.readGlobalMemory)
         expect(error._tag).toBe("CorruptFile")
         expect(error.message).toContain("memory.json")
+      })
+    ))
+})
+
+describe("Store reads and listings changed outside the store", () => {
+  it("reads a file made, changed, swapped and removed by another process at once, also one that was missing", () =>
+    withStore((store, root) =>
+      Effect.gen(function* () {
+        yield* store.createSession({ id: "s", concept: "outside" })
+        const file = join(root, "s", "notes.md")
+        // Missing, asked twice (the second answer is the kept one), then made outside.
+        expect(yield* store.read("session", "s", "notes.md")).toBeUndefined()
+        expect(yield* store.read("session", "s", "notes.md")).toBeUndefined()
+        writeFileSync(file, "one")
+        expect(yield* store.read("session", "s", "notes.md")).toBe("one")
+        expect(yield* store.read("session", "s", "notes.md")).toBe("one")
+        // Changed in place to a text of the same length: the time tells.
+        writeFileSync(file, "two")
+        expect(yield* store.read("session", "s", "notes.md")).toBe("two")
+        // Swapped for another file (an editor's save), then removed.
+        writeFileSync(`${file}.new`, "three, swapped in")
+        renameSync(`${file}.new`, file)
+        expect(yield* store.read("session", "s", "notes.md")).toBe("three, swapped in")
+        rmSync(file)
+        expect(yield* store.read("session", "s", "notes.md")).toBeUndefined()
+        // A directory where the file was is no file.
+        mkdirSync(file)
+        expect(yield* store.read("session", "s", "notes.md")).toBeUndefined()
+      })
+    ))
+
+  it("lists a session's files as they are now, after changes outside the store in it and in its folders", () =>
+    withStore((store, root) =>
+      Effect.gen(function* () {
+        yield* store.createSession({ id: "s", concept: "outside" })
+        const dir = join(root, "s")
+        const before = yield* store.list("session", "s")
+        expect(yield* store.list("session", "s")).toEqual(before)
+        writeFileSync(join(dir, "a.md"), "a")
+        expect(yield* store.list("session", "s")).toEqual([...before, "a.md"].sort())
+        mkdirSync(join(dir, "docs"))
+        writeFileSync(join(dir, "docs", "b.md"), "b")
+        expect(yield* store.list("session", "s")).toEqual([...before, "a.md", "docs/b.md"].sort())
+        // A file made or removed deeper changes only that folder.
+        writeFileSync(join(dir, "docs", "c.md"), "c")
+        expect(yield* store.list("session", "s")).toEqual([...before, "a.md", "docs/b.md", "docs/c.md"].sort())
+        rmSync(join(dir, "docs", "b.md"))
+        expect(yield* store.list("session", "s")).toEqual([...before, "a.md", "docs/c.md"].sort())
+        // Through the store too.
+        yield* store.writeFile("s", "docs/d.md", "d")
+        expect(yield* store.list("session", "s")).toEqual([...before, "a.md", "docs/c.md", "docs/d.md"].sort())
+        rmSync(join(dir, "docs"), { recursive: true })
+        expect(yield* store.list("session", "s")).toEqual([...before, "a.md"].sort())
       })
     ))
 })

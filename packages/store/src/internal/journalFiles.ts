@@ -17,7 +17,6 @@
  */
 import { fstatSync, ftruncateSync, writeSync } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
-import { stat } from "node:fs/promises"
 import { join } from "node:path"
 import { Cause, Deferred, Effect, Either, FiberId } from "effect"
 import {
@@ -41,6 +40,7 @@ import {
 } from "../StoreErrors.ts"
 import {
   errnoOf,
+  isDirectoryNow,
   OutsideError,
   openForAppend,
   type ReadResult,
@@ -298,7 +298,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       const dir = join(base, sessionId)
       const mFile = join(dir, HISTORY_FILE)
       const jFile = join(dir, HISTORY_JOURNAL)
-      const [stampM, stampJ] = yield* Effect.promise(() => Promise.all([stampNow(mFile), stampNow(jFile)]))
+      const [stampM, stampJ] = [stampNow(mFile), stampNow(jFile)]
       const cached = states.get(sessionId)
       if (cached !== undefined && cached.stampM === stampM && cached.stampJ === stampJ) return cached
       const allowed = deps.allowed(base, sessionId)
@@ -320,14 +320,9 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     })
 
   const sessionExists = (sessionId: string) =>
-    Effect.flatMap(deps.ready, (base) =>
-      Effect.promise(() =>
-        stat(join(base, sessionId)).then(
-          (s) => s.isDirectory(),
-          () => false
-        )
-      )
-    ).pipe(Effect.filterOrFail(Boolean, () => new SessionNotFound({ sessionId })))
+    Effect.map(deps.ready, (base) => isDirectoryNow(join(base, sessionId))).pipe(
+      Effect.filterOrFail(Boolean, () => new SessionNotFound({ sessionId }))
+    )
 
   /** Writes one record (cutting a torn tail first); the journal file it went to, and its stamp. */
   const appendLine = async (
@@ -416,7 +411,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         file.close()
       }
       journaled.delete(sessionId)
-      const stampM = yield* Effect.promise(() => stampNow(join(dir, HISTORY_FILE)))
+      const stampM = stampNow(join(dir, HISTORY_FILE))
       remember(sessionId, {
         stampM,
         stampJ: undefined,

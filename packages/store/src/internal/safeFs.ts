@@ -13,7 +13,7 @@
  * Temporary files are named `.<name>.<pid>.<n>.ctxo-tmp`; start-up removes any left by a crash.
  */
 import type { Stats } from "node:fs"
-import { constants } from "node:fs"
+import { constants, statSync } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
 import { access, lstat, mkdir, open, readlink, realpath, rename, rm, stat, unlink } from "node:fs/promises"
 import { dirname, join, sep } from "node:path"
@@ -84,13 +84,40 @@ export const readInside = async (path: string, allowed: (real: string) => boolea
   }
 }
 
-/** The stamp of what `path` names now (following links), or undefined. */
-export const stampNow = async (path: string): Promise<string | undefined> => {
+/**
+ * The stamp of what `path` names now (following links), or undefined when it is not a file. One
+ * synchronous `stat` that throws for nothing: about 4 µs here, where the thread pool's round trip
+ * of an asynchronous one took 33 µs, and 43 µs with the exception of a missing file; a cached read
+ * is validated by it on every call.
+ */
+export const stampNow = (path: string): string | undefined => {
   try {
-    const info = await stat(path)
-    return info.isFile() ? stampOf(info) : undefined
+    const info = statSync(path, { throwIfNoEntry: false })
+    return info?.isFile() === true ? stampOf(info) : undefined
   } catch {
     return undefined
+  }
+}
+
+/**
+ * The stamp of the directory `path` names now (device, inode, modification time: an entry made,
+ * removed or renamed in it changes it), or undefined when it is not a directory.
+ */
+export const dirStampNow = (path: string): string | undefined => {
+  try {
+    const info = statSync(path, { throwIfNoEntry: false })
+    return info?.isDirectory() === true ? `${info.dev}:${info.ino}:${info.mtimeMs}` : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether `path` is a directory now (following links): one synchronous `stat`, as `stampNow`. */
+export const isDirectoryNow = (path: string): boolean => {
+  try {
+    return statSync(path, { throwIfNoEntry: false })?.isDirectory() === true
+  } catch {
+    return false
   }
 }
 
