@@ -21,6 +21,7 @@ import { decodeHistoryText } from "@ctxo/history/HistoryFormat"
 import type { HistoryView } from "@ctxo/history/HistoryView"
 import { historyView } from "@ctxo/history/HistoryView"
 import type { HistoryDocument, Message } from "@ctxo/history/Message"
+import type { Turn } from "@ctxo/history/Turns"
 import { Context, type Either, Layer } from "effect"
 import type { InvalidManifest, UnresolvedReference } from "./CompilerErrors.ts"
 import type { MemoStats, TagEntries } from "./internal/memo.ts"
@@ -127,6 +128,37 @@ const sameText = (a: Texted, b: Texted) => a[0] === b[0]
 type WithSidecar = readonly [content: string, sidecar: BlockIdSidecar | undefined, ...rest: Array<unknown>]
 const sameContent = (a: WithSidecar, b: WithSidecar) => a[0] === b[0] && a[1] === b[1]
 
+/**
+ * Turns kept the same objects from one document to the next. Documents are immutable and a change
+ * keeps the message objects before it, so a turn whose messages are the same objects as a turn of
+ * an earlier view is that turn: what is cached by turn or by its message array (its text, hash and
+ * tokens, its recall text) stays warm as the history grows, and a compile does not join, hash or
+ * count every earlier turn again.
+ */
+const internTurns = () => {
+  const byLast = new WeakMap<Message, Turn>()
+  const same = (a: ReadonlyArray<Message>, b: ReadonlyArray<Message>) => {
+    if (a.length !== b.length) return false
+    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+    return true
+  }
+  return (turns: ReadonlyArray<Turn>): ReadonlyArray<Turn> =>
+    turns.map((t) => {
+      const last = t.messages.at(-1)
+      if (last === undefined) return t
+      const earlier = byLast.get(last)
+      if (
+        earlier !== undefined &&
+        earlier.turn === t.turn &&
+        earlier.finished === t.finished &&
+        same(earlier.messages, t.messages)
+      )
+        return earlier
+      byLast.set(last, t)
+      return t
+    })
+}
+
 /** A new, empty set of caches. */
 export const make = (): Service => {
   const manifests = memoByKey(
@@ -139,7 +171,11 @@ export const make = (): Service => {
     ([text, file]: Texted) => decodeHistoryText(text, file),
     sameText
   )
-  const views = memoByObject((doc: HistoryDocument) => historyView(doc))
+  const sameTurns = internTurns()
+  const views = memoByObject((doc: HistoryDocument) => {
+    const view = historyView(doc)
+    return { ...view, turns: sameTurns(view.turns) }
+  })
   const archived = memoByObject((doc: HistoryDocument) => {
     const turns = new Set<number>()
     for (const m of doc.messages) if (m.meta.archivedBy !== undefined) turns.add(m.meta.turn)

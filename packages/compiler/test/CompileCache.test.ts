@@ -5,6 +5,7 @@ import { encodeSidecar, syncBlockIds } from "@ctxo/blocks/BlockIds"
 import { parseMarkdownBlocks } from "@ctxo/blocks/MarkdownBlocks"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import { emptyHistory, type HistoryDocument, type Message } from "@ctxo/history/Message"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import type { CompileOptions } from "../src/Compile.ts"
@@ -155,6 +156,52 @@ describe("CompileCache", () => {
         expect(JSON.stringify(none)).toBe(JSON.stringify(warm))
       }
       expect(hits(cache.stats())).toBeGreaterThan(0)
+    })
+  )
+
+  it.effect("a history grown by one turn is joined, hashed and counted for that turn alone", () =>
+    Effect.gen(function* () {
+      const cache = CompileCache.make()
+      const turnOf = (turn: number): ReadonlyArray<Message> => [
+        {
+          id: `u${turn}`,
+          role: "user",
+          parts: [{ _tag: "text", text: `Question ${turn}?` }],
+          meta: { turn, kind: "input" }
+        },
+        {
+          id: `a${turn}`,
+          role: "assistant",
+          parts: [{ _tag: "text", text: `Answer ${turn}.` }],
+          meta: { turn, kind: "final", finished: true }
+        }
+      ]
+      // Documents as the recorder makes them: immutable, each keeping the messages before its change.
+      let doc: HistoryDocument = { ...emptyHistory, messages: [] }
+      for (let turn = 1; turn <= 40; turn++) doc = { ...doc, messages: [...doc.messages, ...turnOf(turn)] }
+      const first = yield* compileWith(cache, { ...options, history: doc, query: "What next?" })
+      const before = cache.stats()
+      const grown = { ...doc, messages: [...doc.messages, ...turnOf(41)] }
+      const second = yield* compileWith(cache, {
+        ...options,
+        history: grown,
+        query: "And then?",
+        previous: first.state
+      })
+      const after = cache.stats()
+      // The new turn's text and tokens; the 40 before it answered from the cache.
+      expect(after.turnTexts.misses - before.turnTexts.misses).toBe(1)
+      expect(after.turnTokens.misses - before.turnTokens.misses).toBe(1)
+      expect(JSON.stringify(second)).toBe(
+        JSON.stringify(
+          yield* compileWith(undefined, {
+            ...options,
+            history: grown,
+            query: "And then?",
+            previous: first.state
+          })
+        )
+      )
     })
   )
 

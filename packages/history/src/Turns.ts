@@ -32,14 +32,22 @@ export interface Turn {
  * tool traffic. The one form recalled turns (`recall__context`), memories of turns and aggregated
  * turns are written in, so the same turn is the same text wherever it goes.
  */
-export const turnWords = (turn: Turn): string =>
-  turn.messages
-    .flatMap((m) => {
-      if (m.role !== "user" && m.role !== "assistant") return []
-      const text = textOf(m).trim()
-      return text === "" ? [] : [`${m.role === "user" ? "User" : "Assistant"}: ${text}`]
-    })
-    .join("\n")
+export const turnWords = (turn: Turn): string => {
+  // A turn is immutable: its words are made once per turn object (weakly held, gone with the turn).
+  let words = wordsOfTurn.get(turn)
+  if (words === undefined) {
+    words = turn.messages
+      .flatMap((m) => {
+        if (m.role !== "user" && m.role !== "assistant") return []
+        const text = textOf(m).trim()
+        return text === "" ? [] : [`${m.role === "user" ? "User" : "Assistant"}: ${text}`]
+      })
+      .join("\n")
+    wordsOfTurn.set(turn, words)
+  }
+  return words
+}
+const wordsOfTurn = new WeakMap<Turn, string>()
 
 /** Messages grouped by turn, in order. */
 export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
