@@ -242,7 +242,11 @@ export const selectBlocks = (options: {
 
   // Recall (seed 003 memory shares): earlier turns recency cannot show, ranked by relevance to
   // the input, brought back whole into the shares of important history and semantic memory.
-  const recallHits: ReadonlyArray<Turn> = (() => {
+  // Ranked only when a plan leaves a turn out that recall could bring back (a plan that shows
+  // every turn recalls none, and most compiles of a session within its window are such).
+  let ranked: ReadonlyArray<Turn> | undefined
+  const recallHits = (): ReadonlyArray<Turn> => (ranked ??= rankedTurns())
+  const rankedTurns = (): ReadonlyArray<Turn> => {
     const query = options.recall?.query ?? ""
     if (options.recall === undefined || query.trim() === "" || !history.shown || !history.summariesShown)
       return []
@@ -261,7 +265,7 @@ export const selectBlocks = (options: {
         const t = byNumber.get(hit.id)
         return t === undefined ? [] : [t]
       })
-  })()
+  }
   const recallCap = Math.floor((share("important_history") + share("semantic")) * available)
   const recallUnits = new Map<Turn, CompileUnit>()
   const recallUnitOf = (t: Turn) => {
@@ -278,12 +282,17 @@ export const selectBlocks = (options: {
     }
     return u
   }
+  /** Recall brings back only finished turns the plan does not show: a plan showing them all needs none. */
+  const showsEveryFinishedTurn = (plan: HistoryPlan) => {
+    const shown = new Set(plan.turns.flatMap((u) => (u.kind === "turn" ? [u.turn.turn] : [])))
+    return walkTurns.every((t) => !t.finished || shown.has(t.turn))
+  }
   /** The most relevant turns the plan does not show, best first, within `room`. */
   const recallWithin = (plan: HistoryPlan, room: number): ReadonlyArray<CompileUnit> => {
     const shown = new Set(plan.turns.flatMap((u) => (u.kind === "turn" ? [u.turn.turn] : [])))
     const out: Array<CompileUnit> = []
     let used = 0
-    for (const t of recallHits) {
+    for (const t of recallHits()) {
       if (out.length >= MAX_RECALLED) break
       if (shown.has(t.turn)) continue
       const u = recallUnitOf(t)
@@ -302,7 +311,7 @@ export const selectBlocks = (options: {
   let recallOn = false
   const planWithin = (free: number): HistoryPlan => {
     const plain = planTurns(free)
-    if (!recallOn || recallHits.length === 0) return plain
+    if (!recallOn || showsEveryFinishedTurn(plain) || recallHits().length === 0) return plain
     const wanted = recallWithin(plain, Math.min(recallCap, free))
     if (wanted.length === 0) return plain
     // The newest turns keep what they take up to their own share (recent history, 18%): recall
@@ -465,9 +474,8 @@ export const selectBlocks = (options: {
     return { fitted, plan, pinned }
   }
   // Pinned turns whole or reduced is decided on the history alone (recall takes its room after).
-  const recalling = recallHits.length > 0
   const pinnedChoice = pinnedReduced.some((u) => u.kind === "turn" && u.reduced === true)
-  recallOn = recalling && !pinnedChoice
+  recallOn = !pinnedChoice
   let best = attempt(pinnedWhole)
   if (pinnedChoice && (Either.isLeft(best.fitted) || (best.plan?.leftOut.length ?? 0) > 0)) {
     const other = attempt(pinnedReduced)
@@ -477,7 +485,7 @@ export const selectBlocks = (options: {
     )
       best = other
   }
-  if (recalling && pinnedChoice && Either.isRight(best.fitted)) {
+  if (pinnedChoice && Either.isRight(best.fitted) && recallHits().length > 0) {
     recallOn = true
     const withRecall = attempt(best.pinned)
     if (Either.isRight(withRecall.fitted)) best = withRecall
