@@ -421,10 +421,24 @@ export const renderPrometheus = (
 
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-/** A scrape: every `ctxo_*` metric now (the turn counters listed from zero). */
+/**
+ * The process's memory now, under the names Prometheus' Node.js clients use: resident set, the
+ * JavaScript heap (its size and what is in use) and memory outside it (buffers, WASM).
+ */
+export const processMemory = (usage: NodeJS.MemoryUsage = process.memoryUsage()): string =>
+  [
+    ["process_resident_memory_bytes", "Resident memory size in bytes.", usage.rss],
+    ["nodejs_heap_size_total_bytes", "Process heap size from Node.js in bytes.", usage.heapTotal],
+    ["nodejs_heap_size_used_bytes", "Process heap size used from Node.js in bytes.", usage.heapUsed],
+    ["nodejs_external_memory_bytes", "Node.js external memory size in bytes.", usage.external]
+  ]
+    .map(([name, help, value]) => `# HELP ${name} ${help}\n# TYPE ${name} gauge\n${name} ${value}\n`)
+    .join("")
+
+/** A scrape: every `ctxo_*` metric now (the turn counters listed from zero), then the process's memory. */
 export const scrape = Effect.gen(function* () {
   // Listed before their first increment, so a dashboard sees 0 rather than no series.
   yield* Metric.value(compactionsTotal)
   yield* Metric.value(refusalsTotal)
-  return renderPrometheus(yield* Metric.snapshot)
+  return renderPrometheus(yield* Metric.snapshot) + processMemory()
 })

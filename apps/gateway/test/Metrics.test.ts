@@ -150,6 +150,19 @@ describe("GET /metrics", () => {
     expect(types.get("ctxo_upstream_errors_total")).toBe("counter")
     expect(types.get("ctxo_compactions_total")).toBe("counter")
     expect(types.get("ctxo_refusals_total")).toBe("counter")
+    // The process's memory, as Prometheus' Node.js clients name it.
+    for (const name of [
+      "process_resident_memory_bytes",
+      "nodejs_heap_size_total_bytes",
+      "nodejs_heap_size_used_bytes",
+      "nodejs_external_memory_bytes"
+    ]) {
+      expect([name, types.get(name)]).toEqual([name, "gauge"])
+      expect(samples.get(name)).toBeGreaterThan(0)
+    }
+    expect(samples.get("nodejs_heap_size_used_bytes")).toBeLessThanOrEqual(
+      samples.get("nodejs_heap_size_total_bytes")!
+    )
 
     // Routes are the contract's templates, never raw URLs.
     expect(moved("ctxo_http_requests_total", 'route="/api/session/:id/chat"', 'status="200"')).toBe(2)
