@@ -249,12 +249,21 @@ for (const stream of [false, true]) {
         }
       })
     )
+  /** The gateway's JavaScript heap (size and in use), from its /metrics. */
+  const heapOf = async () => {
+    const r = await request(`${fresh.base}/metrics`, { dispatcher })
+    const text = await r.body.text()
+    const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0) / 1048576
+    return { total: gauge("nodejs_heap_size_total_bytes"), used: gauge("nodejs_heap_size_used_bytes") }
+  }
   await mixed(total / 10)
   const first = rssOf(fresh.child.pid!)
+  const firstHeap = await heapOf()
   await mixed(total)
   const last = rssOf(fresh.child.pid!)
+  const lastHeap = await heapOf()
   console.log(
-    `memory: RSS ${first.toFixed(0)} MB after ${total / 10} requests, ${last.toFixed(0)} MB after ${total} (${((last / first - 1) * 100).toFixed(1)}%; ${total} mixed requests over ${sessions} sessions, half in sessions${smoke ? "; smoke run: a fifth of 10,000 over 1,000" : ""})`
+    `memory: RSS ${first.toFixed(0)} MB after ${total / 10} requests, ${last.toFixed(0)} MB after ${total} (${((last / first - 1) * 100).toFixed(1)}%); JS heap ${firstHeap.total.toFixed(0)} MB (${firstHeap.used.toFixed(0)} in use) then ${lastHeap.total.toFixed(0)} MB (${lastHeap.used.toFixed(0)} in use); ${total} mixed requests over ${sessions} sessions, half in sessions${smoke ? "; smoke run: a fifth of 10,000 over 1,000" : ""}`
   )
   await stop(fresh.child)
 }
