@@ -11,16 +11,17 @@
  * once (`POST /api/tasks/distribute`), selected by their metadata or concept.
  */
 
+import { FileContent, FileInfo } from "@ctxo/store/FileRecords"
 import {
   DistributionMode,
   DistributionResult,
   MetadataKey,
   MetadataValue,
   SessionMetadata,
+  SessionRecord,
   Task,
   TaskStatus
 } from "@ctxo/store/Records"
-import { FileContent, FileInfo, SessionRecord } from "@ctxo/store/Store"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
