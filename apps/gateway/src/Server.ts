@@ -54,6 +54,7 @@ import * as Routes from "./Routes.ts"
 import * as Shutdown from "./Shutdown.ts"
 import * as Tenancy from "./Tenancy.ts"
 import * as TenantServices from "./TenantServices.ts"
+import * as Web from "./Web.ts"
 
 let requestCounter = 0
 const newRequestId = () => `req-${Date.now().toString(36)}-${(requestCounter++).toString(36)}`
@@ -457,6 +458,7 @@ export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngi
         middleware({ maxBodyBytes: config.maxBodyBytes, dataRoot: resolve(config.dataDir) }, access)
       ).pipe(
         Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+        Layer.provide(Web.layerAt(config.webDir ?? Web.defaultWebDir)),
         Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
         Layer.provide(ApiLive),
         // The model client measured: tokens by model and upstream errors, in /metrics and the access log.
