@@ -125,6 +125,55 @@ describe("the workbench", () => {
     await page.close()
   })
 
+  it("sends one task to several sessions and shows each session's task", async () => {
+    const page = await open("/")
+    const form = page.getByRole("form", { name: "Distribute a task" })
+    await form.getByRole("textbox", { name: "Task", exact: true }).fill("Check the units")
+    await form.getByRole("checkbox", { name: "wb-test" }).check()
+    await form.getByRole("checkbox", { name: "code-agent-auth" }).check()
+    await form.getByRole("button", { name: "Distribute" }).click()
+    const results = page.getByRole("status", { name: "Distribution results" })
+    await results.waitFor()
+    expect(await text(results)).toMatch(/wb-test: task t-[\w-]+ added/)
+    expect(await text(results)).toMatch(/code-agent-auth: task t-[\w-]+ added/)
+    await page.close()
+    const overview = await open("/sessions/wb-test")
+    await overview.getByRole("table", { name: "Tasks" }).waitFor()
+    expect(await text(overview.getByRole("table", { name: "Tasks" }))).toContain("Check the units")
+    await overview.close()
+  })
+
+  it("shows a refused turn and sends it again with the same idempotency key", async () => {
+    const post = (path: string) => fetch(`${gw.baseUrl}${path}`, { method: "POST" })
+    expect((await post("/api/sessions/wb-test/pause")).status).toBe(200)
+    const page = await open("/sessions/wb-test/chat")
+    const box = page.getByRole("combobox", { name: "Message" })
+    await box.fill("Are you there?")
+    await box.press("Control+Enter")
+    const error = page.getByTestId("chat-error")
+    await error.waitFor()
+    expect(await text(error)).toContain("SessionNotActive: Session wb-test is paused")
+    expect(await text(error)).toMatch(/key ui-[\w-]+/)
+    // The browser logs the refusal (409) as a console error: the one this test provoked.
+    const provoked = consoleErrors.findIndex(
+      (e) => e.startsWith("/sessions/wb-test/chat:") && e.includes("status of 409")
+    )
+    expect(provoked).toBeGreaterThanOrEqual(0)
+    consoleErrors.splice(provoked, 1)
+    expect((await post("/api/sessions/wb-test/resume")).status).toBe(200)
+    await error.getByRole("button", { name: "Retry with the same idempotency key" }).click()
+    await expect
+      .poll(() => text(page.getByTestId("stream-stats")), { timeout: 20_000 })
+      .toMatch(/^Turn 1: .* done/)
+    expect(await page.getByTestId("chat-error").count()).toBe(0)
+    const history = (await (await fetch(`${gw.baseUrl}/api/sessions/wb-test/history`)).json()) as {
+      turns: Array<{ messages: Array<{ kind?: string; parts: Array<{ text?: string }> }> }>
+    }
+    const inputs = history.turns.flatMap((t) => t.messages).filter((m) => m.kind === "input")
+    expect(inputs.map((m) => m.parts[0]?.text)).toEqual(["Are you there?"])
+    await page.close()
+  })
+
   it("ticks two profile blocks: context-config.json gets them and the live preview grows", async () => {
     const page = await open("/sessions/wb-test/blocks")
     await page

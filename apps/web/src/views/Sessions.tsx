@@ -3,8 +3,20 @@
  * concept, metadata as `key=value` lines), paused, resumed and ended here (ending asks first: it
  * is final).
  */
-import type { SessionRecord } from "@ctxo/store/Records"
-import { Button, Group, Paper, Stack, Table, Text, Textarea, TextInput, Title } from "@mantine/core"
+import type { DistributionResult, SessionRecord } from "@ctxo/store/Records"
+import {
+  Button,
+  Checkbox,
+  Group,
+  Paper,
+  SegmentedControl,
+  Stack,
+  Table,
+  Text,
+  Textarea,
+  TextInput,
+  Title
+} from "@mantine/core"
 import { useState } from "react"
 import { useApi } from "../connection.tsx"
 import { Link, navigate, sessionPath } from "../router.tsx"
@@ -163,6 +175,134 @@ const CreateSession = ({ onCreated }: { readonly onCreated: (s: SessionRecord) =
   )
 }
 
+/**
+ * One task for many sessions (`POST /api/tasks/distribute`): to every chosen session (or all of
+ * them), or to those whose metadata and concept match; each session's task or why it was skipped.
+ */
+const DistributeTask = ({
+  sessions,
+  onDone
+}: {
+  readonly sessions: ReadonlyArray<SessionRecord>
+  readonly onDone: () => void
+}) => {
+  const api = useApi()
+  const action = useAction()
+  const [title, setTitle] = useState("")
+  const [mode, setMode] = useState<"broadcast" | "filtered">("broadcast")
+  const [chosen, setChosen] = useState<ReadonlyArray<string>>([])
+  const [meta, setMeta] = useState("")
+  const [concept, setConcept] = useState("")
+  const [problem, setProblem] = useState<string | undefined>(undefined)
+  const [results, setResults] = useState<ReadonlyArray<DistributionResult> | undefined>(undefined)
+  return (
+    <Paper withBorder p="md">
+      <form
+        aria-label="Distribute a task"
+        onSubmit={async (e) => {
+          e.preventDefault()
+          if (title.trim() === "") return setProblem("Give the task a title.")
+          const parsed = parseMetadata(meta)
+          if ("error" in parsed) return setProblem(parsed.error)
+          const filter = {
+            ...(Object.keys(parsed.metadata).length === 0 ? {} : { metadata: parsed.metadata }),
+            ...(concept.trim() === "" ? {} : { concept: concept.trim() })
+          }
+          if (mode === "filtered" && Object.keys(filter).length === 0)
+            return setProblem("A filtered distribution needs metadata pairs or a concept to select on.")
+          setProblem(undefined)
+          const answer = await action.run(() =>
+            api.tasks.distribute({
+              headers: {},
+              payload: {
+                task: { title: title.trim() },
+                mode,
+                ...(chosen.length === 0 ? {} : { sessions: [...chosen] }),
+                ...(mode === "filtered" ? { filter } : {})
+              }
+            })
+          )
+          if (answer !== undefined) {
+            setResults(answer.results)
+            setTitle("")
+            onDone()
+          }
+        }}
+      >
+        <Stack gap="xs">
+          <Title order={3} size="h5">
+            Distribute a task
+          </Title>
+          <Group align="flex-end" wrap="wrap">
+            <TextInput
+              label="Task"
+              value={title}
+              onChange={(e) => setTitle(e.currentTarget.value)}
+              style={{ flex: 1 }}
+              miw={200}
+            />
+            <SegmentedControl
+              aria-label="Distribution"
+              value={mode}
+              onChange={(v) => setMode(v as "broadcast" | "filtered")}
+              data={[
+                { value: "broadcast", label: "To these sessions" },
+                { value: "filtered", label: "To those that match" }
+              ]}
+            />
+          </Group>
+          <Checkbox.Group
+            label="Sessions (none chosen: every session)"
+            value={[...chosen]}
+            onChange={setChosen}
+          >
+            <Group gap="md" mt={4}>
+              {sessions.map((s) => (
+                <Checkbox key={s.id} value={s.id} label={s.id} />
+              ))}
+            </Group>
+          </Checkbox.Group>
+          {mode === "filtered" ? (
+            <Group grow wrap="wrap" align="flex-start">
+              <Textarea
+                label="Metadata to match"
+                description="key=value, one a line"
+                autosize
+                minRows={1}
+                value={meta}
+                onChange={(e) => setMeta(e.currentTarget.value)}
+                miw={180}
+              />
+              <TextInput
+                label="Concept contains"
+                value={concept}
+                onChange={(e) => setConcept(e.currentTarget.value)}
+                miw={180}
+              />
+            </Group>
+          ) : null}
+          <ErrorAlert error={problem ?? action.error} />
+          <Group>
+            <Button type="submit" loading={action.busy}>
+              Distribute
+            </Button>
+          </Group>
+          {results === undefined ? null : (
+            <Stack gap={2} role="status" aria-label="Distribution results">
+              {results.map((r) => (
+                <Text key={r.session} size="sm">
+                  {r.session}:{" "}
+                  {"taskId" in r ? `task ${r.taskId} added` : `skipped (${r.skipped}): ${r.message}`}
+                </Text>
+              ))}
+            </Stack>
+          )}
+        </Stack>
+      </form>
+    </Paper>
+  )
+}
+
 export const SessionsView = () => {
   const api = useApi()
   const sessions = useLoad(() => api.sessions.list(), [api])
@@ -212,6 +352,9 @@ export const SessionsView = () => {
         )}
       </Show>
       <CreateSession onCreated={(s) => navigate(sessionPath(s.id, "chat"))} />
+      {sessions.data === undefined ? null : (
+        <DistributeTask sessions={sessions.data} onDone={sessions.reload} />
+      )}
     </Stack>
   )
 }
