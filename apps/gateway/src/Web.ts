@@ -46,6 +46,15 @@ const notBuilt = (dir: string) =>
     { status: 503, contentType: "text/plain; charset=utf-8" }
   )
 
+/** A percent-decoded path segment; a malformed escape is no file name (not a 500). */
+const decoded = (segment: string) => {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return ""
+  }
+}
+
 const read = (file: string) => Effect.tryPromise(() => readFile(file)).pipe(Effect.option)
 
 /** The routes of the page over the files in `dir`. */
@@ -70,9 +79,7 @@ export const layerAt = (dir: string) =>
         ASSET_ROUTE,
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const name = decodeURIComponent(
-            new URL(request.url, "http://page").pathname.slice("/assets/".length)
-          )
+          const name = decoded(new URL(request.url, "http://page").pathname.slice("/assets/".length))
           // One file name of Vite's making: letters, digits, `-`, `_`, `.`; never a folder or `..`.
           if (!/^[\w-]+(\.[\w-]+)+$/.test(name)) return HttpServerResponse.empty({ status: 404 })
           const file = yield* read(join(dir, "assets", name))

@@ -54,6 +54,7 @@ describe("the workbench page", () => {
       "/assets/missing-1.js",
       "/assets/..%2Fsecret.txt",
       "/assets/%2e%2e/secret.txt",
+      "/assets/%E0%A4%A.js",
       "/secret.txt"
     ]) {
       const r = await call(open, "GET", path)
