@@ -89,6 +89,24 @@ export const BudgetBar = ({ view }: { readonly view: PreviewView }) => {
           </Progress.Section>
         </Tooltip>
       </Progress.Root>
+      {used === 0 ? null : (
+        <>
+          <Text size="xs" c="dimmed">
+            The request alone, by layer:
+          </Text>
+          <Progress.Root size={14} aria-label={`the request's ${used} tokens by layer`}>
+            {preview.layers.map((l, i) => (
+              <Tooltip key={l.id} label={`${l.id}: ${tokens(l.tokens)} tokens`}>
+                <Progress.Section
+                  value={percent(l.tokens, used)}
+                  color={COLORS[i % COLORS.length]!}
+                  aria-label={`${l.id} ${l.tokens} tokens`}
+                />
+              </Tooltip>
+            ))}
+          </Progress.Root>
+        </>
+      )}
     </Stack>
   )
 }

@@ -311,14 +311,13 @@ export const SessionsView = () => {
       <Title order={2}>Sessions</Title>
       <Show loaded={sessions}>
         {(list) => (
-          <Table.ScrollContainer minWidth={560}>
+          <Table.ScrollContainer minWidth={340}>
             <Table striped highlightOnHover aria-label="Sessions">
               <Table.Thead>
                 <Table.Tr>
                   <Table.Th>Session</Table.Th>
                   <Table.Th>Concept</Table.Th>
                   <Table.Th>State</Table.Th>
-                  <Table.Th>Lifecycle</Table.Th>
                 </Table.Tr>
               </Table.Thead>
               <Table.Tbody>
@@ -337,11 +336,9 @@ export const SessionsView = () => {
                     <Table.Td>{s.concept}</Table.Td>
                     <Table.Td>
                       <StateBadge state={s.state} />
-                      <Text size="xs" c="dimmed">
+                      <Text size="xs" c="dimmed" mb={4}>
                         since {formatTime(s.stateChangedAt)}
                       </Text>
-                    </Table.Td>
-                    <Table.Td>
                       <Lifecycle session={s} onChange={sessions.reload} />
                     </Table.Td>
                   </Table.Tr>
