@@ -95,7 +95,21 @@ const layerTokens = async (page: Page, layer: string) => {
 beforeAll(async () => {
   rmSync(screenshots, { recursive: true, force: true })
   mkdirSync(screenshots, { recursive: true })
-  gw = await startGateway({ prepare: longTask })
+  gw = await startGateway({
+    prepare: longTask,
+    // A small window, so a request has to leave something out.
+    env: {
+      CTXO_MODELS: JSON.stringify({
+        models: {
+          "test/small": {
+            contextWindow: 1000,
+            maxOutput: 100,
+            tokenizer: { kind: "exact", encoding: "o200k_base" }
+          }
+        }
+      })
+    }
+  })
   browser = await launch()
 })
 afterAll(async () => {
@@ -214,6 +228,27 @@ describe("the workbench", () => {
     await page.close()
   })
 
+  it("ticks a block of a session file: references get { path, block }, the rest of the manifest kept", async () => {
+    const before = configOf("notebook-physics")
+    const page = await open("/sessions/notebook-physics/blocks")
+    await page.getByLabel("File").selectOption("guidance.md")
+    const style = page.getByRole("checkbox", {
+      name: "Block of guidance.md: Tutor guidance/Style",
+      exact: true
+    })
+    await style.check()
+    await expect
+      .poll(() => configOf("notebook-physics").references)
+      .toEqual([
+        ...(before.references as Array<unknown>),
+        { path: "guidance.md", block: "Tutor guidance/Style" }
+      ])
+    expect(configOf("notebook-physics").profileBlocks).toEqual(before.profileBlocks)
+    await style.uncheck()
+    await expect.poll(() => configOf("notebook-physics").references).toEqual(before.references)
+    await page.close()
+  })
+
   it("sends a chat with a reference from the autocomplete and shows it streaming, then as stored", async () => {
     const page = await open("/sessions/notebook-physics/chat")
     const box = page.getByRole("combobox", { name: "Message" })
@@ -319,6 +354,13 @@ describe("the workbench", () => {
     )
     await expect.poll(() => text(page.getByTestId("diff-summary"))).toMatch(/\d+ lines added, \d+ removed/)
     expect(await text(page.getByTestId("diff"))).toMatch(/^\+ /m)
+    // A small window: what was cut, and why.
+    await page.getByLabel("Model").selectOption("test/small")
+    await expect.poll(() => text(page.getByTestId("context-model"))).toContain("test/small")
+    const cuts = page.getByRole("table", { name: "Cuts" })
+    await cuts.waitFor()
+    expect(await cuts.locator("tbody tr").count()).toBeGreaterThan(0)
+    expect(await text(cuts)).toMatch(/(dropped|cut): \S/)
     await page.close()
   })
 
