@@ -11,6 +11,9 @@
  * it carries the time of the newest source read before the build, so a file saved during the build
  * makes the next start build again. Without esbuild (a production install) or a writable `dist/`,
  * an existing bundle is run as it is, with a warning.
+ *
+ * `ensureBuilt` is the same rule for any build output (the workbench page, `apps/web/dist`, built
+ * by Vite): built again when a file it is made of is newer than the output's stamp file.
  */
 import { existsSync, mkdirSync, readdirSync, renameSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import { basename, dirname, join } from "node:path"
@@ -65,8 +68,8 @@ const newest = (dir) => {
 const mtime = (file) => (existsSync(file) ? statSync(file).mtimeMs : 0)
 
 /** When the files a bundle is made of last changed (0 for those a deployment does not ship). */
-const sourcesChangedAt = (app) => {
-  const packages = existsSync(join(root, "packages")) ? readdirSync(join(root, "packages")) : []
+const sourcesChangedAt = (app, files = [], only = undefined) => {
+  const packages = only ?? (existsSync(join(root, "packages")) ? readdirSync(join(root, "packages")) : [])
   return Math.max(
     newest(join(app, "src")),
     mtime(join(app, "package.json")),
@@ -78,35 +81,46 @@ const sourcesChangedAt = (app) => {
     ]),
     mtime(join(root, "tsconfig.base.json")),
     mtime(join(root, "pnpm-lock.yaml")),
-    mtime(here)
+    mtime(here),
+    ...files.map((f) => mtime(join(app, f)))
   )
 }
 
 /**
- * Builds the bundle unless it is newer than every file it is made of (a walk of the `src/`
- * folders, a few milliseconds); says so on stderr when it builds. Resolves to whether it built.
- * A build that cannot run (no esbuild, `dist/` not writable) leaves an existing bundle to run.
+ * Runs `build` unless `outfile` is newer than every file the output is made of (the app's `src/`,
+ * `package.json` and tsconfig, `files` of the app, the sources of `packages` (default: every
+ * package's), the lockfile, this file;
+ * a walk of the `src/` folders, a few milliseconds); says so on stderr when it builds. Resolves to
+ * whether it built. A build that cannot run (its tools missing, the folder not writable) leaves an
+ * existing output to use, with a warning. `outfile` then carries the time of the sources read
+ * before the build, so a file saved during it makes the next start build again.
  */
-export const ensureBundle = async (options) => {
-  const app =
-    basename(dirname(options.entry)) === "src" ? dirname(dirname(options.entry)) : dirname(options.entry)
-  const changedAt = sourcesChangedAt(app)
-  if (existsSync(options.outfile) && statSync(options.outfile).mtimeMs >= changedAt) return false
-  const shown = options.outfile.slice(root.length + 1)
+export const ensureBuilt = async ({ app, outfile, build, files = [], packages = undefined }) => {
+  const changedAt = sourcesChangedAt(app, files, packages)
+  if (existsSync(outfile) && statSync(outfile).mtimeMs >= changedAt) return false
+  const shown = outfile.slice(root.length + 1)
   const started = performance.now()
   try {
-    await bundle(options)
+    await build()
   } catch (e) {
-    if (!existsSync(options.outfile)) throw e
+    if (!existsSync(outfile)) throw e
     console.error(
       `ctxo: ${shown} is older than its sources and could not be built again, so it runs as it is (${e.message})`
     )
     return false
   }
-  // The bundle carries the time of the sources it was built from (read before the build), rounded
-  // up to the millisecond a Date holds.
+  // Rounded up to the millisecond a Date holds.
   const at = new Date(Math.ceil(changedAt))
-  utimesSync(options.outfile, at, at)
+  utimesSync(outfile, at, at)
   console.error(`ctxo: built ${shown} in ${Math.round(performance.now() - started)} ms`)
   return true
 }
+
+/** Builds the bundle unless it is newer than every file it is made of (`ensureBuilt`). */
+export const ensureBundle = (options) =>
+  ensureBuilt({
+    app:
+      basename(dirname(options.entry)) === "src" ? dirname(dirname(options.entry)) : dirname(options.entry),
+    outfile: options.outfile,
+    build: () => bundle(options)
+  })

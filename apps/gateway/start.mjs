@@ -1,10 +1,14 @@
 /**
- * `pnpm start`: builds the gateway's bundle when its sources changed (see `build.mjs`), then runs
- * it in this process. `node --import tsx/esm src/main.ts` runs the same gateway from its sources.
+ * `pnpm start`: builds the gateway's bundle and the workbench page when their sources changed (see
+ * `build.mjs` and `../web/build.mjs`), then runs the gateway in this process; it serves the page at
+ * `/`. `node --import tsx/esm src/main.ts` runs the same gateway from its sources.
  */
 
 import { pathToFileURL } from "node:url"
+import { ensureBuilt as ensurePage } from "../web/build.mjs"
 import { ensureBuilt, outfile } from "./build.mjs"
 
 await ensureBuilt()
+// A page that cannot be built leaves the gateway to start: `/` then says how to build it.
+await ensurePage().catch((e) => console.error(`ctxo: the workbench page could not be built (${e.message})`))
 await import(pathToFileURL(outfile).href)

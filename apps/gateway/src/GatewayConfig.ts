@@ -25,6 +25,7 @@
  * | CTXO_RUN_MAX_REFLECTIONS | 3 | reflections of a plan-execute-reflect run (then it answers with what it has) |
  * | CTXO_RUN_MAX_STEPS | 8 | specialist steps of a run (further steps are skipped) |
  * | CTXO_RUN_SPECIALIST_BUDGET | 8000 | tokens of a specialist's request (its context and step) |
+ * | CTXO_WEB_DIR | apps/web/dist of this repository | the workbench page's built files, served at `/` |
  */
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
@@ -72,6 +73,8 @@ export interface Settings {
     /** 0: no timer. */
     readonly persistMs: number
   }
+  /** The workbench page's built files (CTXO_WEB_DIR; default: apps/web/dist of this repository). */
+  readonly webDir?: string
 }
 
 export class GatewayConfig extends Context.Tag("@ctxo/gateway/GatewayConfig")<GatewayConfig, Settings>() {}
@@ -90,6 +93,7 @@ export const settings = Config.all({
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
   dataDir: Config.string("CTXO_DATA_DIR").pipe(Config.withDefault("./data")),
   seedDir: Config.string("CTXO_SEED_DIR").pipe(Config.withDefault(exampleData)),
+  webDir: Config.option(Config.string("CTXO_WEB_DIR")).pipe(Config.map(Option.getOrUndefined)),
   upstreamBaseUrl: Config.option(Config.string("CTXO_UPSTREAM_BASE_URL")),
   // An empty key is no key (an unset variable in a .env file or a CI job).
   upstreamApiKey: Config.option(Config.redacted("CTXO_UPSTREAM_API_KEY")).pipe(
@@ -220,7 +224,7 @@ const localScriptConfig = Config.option(Config.string("CTXO_LOCAL_MODEL_SCRIPT")
 export const layer = Layer.effect(
   GatewayConfig,
   Effect.gen(function* () {
-    const s = yield* settings
+    const { webDir, ...s } = yield* settings
     const keys = yield* Config.all({
       list: Config.option(Config.redacted("CTXO_API_KEYS")),
       file: Config.option(Config.string("CTXO_API_KEYS_FILE")),
@@ -249,7 +253,8 @@ export const layer = Layer.effect(
       upstreams,
       ...(Option.isSome(localModelPort) ? { localModelPort: localModelPort.value } : {}),
       ...(localModelScript === undefined ? {} : { localModelScript }),
-      ...(budgetShares === undefined ? {} : { budgetShares })
+      ...(budgetShares === undefined ? {} : { budgetShares }),
+      ...(webDir === undefined ? {} : { webDir })
     } satisfies Settings
   })
 )

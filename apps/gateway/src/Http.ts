@@ -24,6 +24,7 @@ import { AggregateLive } from "./AggregateHttp.ts"
 import { toApiError, toPreview } from "./ErrorMapping.ts"
 import { decodeBody, eventStreamResponse } from "./EventStream.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
+import { HistoryLive, previousRequest } from "./HistoryHttp.ts"
 import { MapLive } from "./MapHttp.ts"
 import { MemoryLive } from "./MemoryHttp.ts"
 import * as Metrics from "./Metrics.ts"
@@ -227,6 +228,7 @@ export const ContextLive = HttpApiBuilder.group(Api, "context", (handlers) =>
     )
     .handle("preview", ({ path, urlParams }) => preview(path, urlParams))
     .handle("previewAlias", ({ path, urlParams }) => preview(path, urlParams))
+    .handle("previous", ({ path, urlParams }) => previousRequest(path, urlParams))
 )
 
 /** The context preview (plural path and the seed's singular alias). */
@@ -382,6 +384,7 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
     FilesLive,
     BlocksLive,
     ContextLive,
+    HistoryLive,
     MapLive,
     RunsLive,
     AggregateLive,

@@ -6,13 +6,15 @@
  * `//admin/tenants` and `/%61dmin/tenants` all reach the admin endpoint. Authorization and the
  * error shape are decided here, on the same matcher with the same options over the contract's own
  * endpoints, never on the raw path. A request no endpoint matches is treated as a tenant route
- * (it needs a tenant's key, then answers 404).
+ * (it needs a tenant's key, then answers 404). The workbench page's routes (`Web`) are public: the
+ * page holds no data, and the API calls it makes need a key like any other.
  */
 import { Api } from "@ctxo/api/Api"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as FindMyWay from "find-my-way-ts"
+import { ASSET_ROUTE, PAGE_ROUTES } from "./Web.ts"
 
-/** Who may call a route: anyone (health), the admin key, a tenant's key, or any valid key (docs). */
+/** Who may call a route: anyone (health, the page), the admin key, a tenant's key, or any valid key (docs). */
 export type Audience = "public" | "admin" | "tenant" | "anyKey"
 
 export interface Route {
@@ -24,7 +26,13 @@ export interface Route {
 }
 
 const audienceOf = (group: string): Audience =>
-  group === "health" ? "public" : group === "admin" ? "admin" : group === "docs" ? "anyKey" : "tenant"
+  group === "health" || group === "web"
+    ? "public"
+    : group === "admin"
+      ? "admin"
+      : group === "docs"
+        ? "anyKey"
+        : "tenant"
 
 // The router's defaults (HttpRouter builds its matcher with `FindMyWay.make(config)` and an empty
 // config unless `HttpRouter.setRouterConfig` says otherwise; this gateway sets none).
@@ -39,6 +47,7 @@ HttpApi.reflect(Api, {
 })
 // The documentation the server adds beside the contract: any valid key may read it.
 for (const path of ["/openapi.json", "/docs"] as const) router.on("GET", path, "docs")
+for (const path of [...PAGE_ROUTES, ASSET_ROUTE]) router.on("GET", path, "web")
 methods.add("GET")
 
 /** The route `method url` reaches (also for a method the path does not have: its owner decides). */

@@ -58,6 +58,7 @@ import * as Routes from "./Routes.ts"
 import * as Shutdown from "./Shutdown.ts"
 import * as Tenancy from "./Tenancy.ts"
 import * as TenantServices from "./TenantServices.ts"
+import * as Web from "./Web.ts"
 
 const refusalResponse = (route: Routes.Route, refusal: RequestBody.Refusal) =>
   HttpServerResponse.unsafeJson(refusalBody(route, refusal), {
@@ -359,6 +360,7 @@ export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngi
         middleware({ maxBodyBytes: config.maxBodyBytes, dataRoot: resolve(config.dataDir) }, access)
       ).pipe(
         Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+        Layer.provide(Web.layerAt(config.webDir ?? Web.defaultWebDir)),
         Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
         Layer.provide(ApiLive)
       )

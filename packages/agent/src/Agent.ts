@@ -10,14 +10,21 @@
  * result) is recorded whole or not at all. A session that takes no turns (paused, ended) fails the
  * stream with `SessionNotActive` before its first event, so the caller can answer with a status.
  */
-import type { InputReference } from "@ctxo/history/Message"
+import type { InputReference, Part } from "@ctxo/history/Message"
+import { createPartAccumulator, pushChatEvent } from "@ctxo/history/PartAccumulator"
 import { Effect, Queue, Stream } from "effect"
 import type { SessionNotActive } from "./Lifecycle.ts"
 import { type CompletionEvent, ModelClient, type UpstreamError } from "./ModelClient.ts"
 import { agentTools, runTool } from "./Tools.ts"
 import { type Driver, TurnEngine, type TurnEvent } from "./TurnEngine.ts"
 
-export type ChatEvent = TurnEvent
+/**
+ * The chat's events: the turn engine's, with `done` carrying the parts this stream streamed (text,
+ * tool calls, tool results), accumulated by the part accumulator a client runs on the same events.
+ */
+export type ChatEvent =
+  | Exclude<TurnEvent, { readonly type: "done" }>
+  | (Extract<TurnEvent, { readonly type: "done" }> & { readonly parts: ReadonlyArray<Part> })
 
 export interface AgentOptions {
   /** The model of sessions whose manifest names none (and the client none). */
@@ -97,7 +104,12 @@ export const chat = (
   Stream.unwrapScoped(
     Effect.gen(function* () {
       const queue = yield* Queue.unbounded<ChatEvent | SessionNotActive | null>()
-      const emit = (event: ChatEvent) => Queue.offer(queue, event).pipe(Effect.asVoid)
+      const parts = createPartAccumulator()
+      const emit = (event: TurnEvent) => {
+        pushChatEvent(parts, event)
+        const out: ChatEvent = event.type === "done" ? { ...event, parts: parts.getParts() } : event
+        return Queue.offer(queue, out).pipe(Effect.asVoid)
+      }
       const engine = yield* TurnEngine
       const driver = yield* agentDriver(input.sessionId)
       yield* engine

@@ -11,16 +11,17 @@
  * once (`POST /api/tasks/distribute`), selected by their metadata or concept.
  */
 
+import { FileContent, FileInfo } from "@ctxo/store/FileRecords"
 import {
   DistributionMode,
   DistributionResult,
   MetadataKey,
   MetadataValue,
   SessionMetadata,
+  SessionRecord,
   Task,
   TaskStatus
 } from "@ctxo/store/Records"
-import { FileContent, FileInfo, SessionRecord } from "@ctxo/store/Store"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
@@ -43,6 +44,7 @@ import {
   UnsupportedMediaTypeWire
 } from "./ApiErrors.ts"
 import { ChatCompletion, ChatCompletionRequest } from "./ChatCompletion.ts"
+import { HistoryGroup } from "./HistoryApi.ts"
 import { MapGroup } from "./MapApi.ts"
 import { MemoryGroup } from "./MemoryApi.ts"
 import { RunsGroup } from "./RunsApi.ts"
@@ -498,6 +500,25 @@ export class ContextGroup extends HttpApiGroup.make("context")
   )
   .add(previewEndpoint("preview", "/api/sessions/:id/context-preview"))
   .add(
+    HttpApiEndpoint.get("previous", "/api/sessions/:id/context-preview/previous")
+      .setPath(SessionPath)
+      .setUrlParams(
+        Schema.Struct({
+          model: Schema.optional(Schema.String),
+          format: Schema.optional(Schema.Literal("openai", "anthropic", "react"))
+        })
+      )
+      .addSuccess(Preview)
+      .annotate(
+        OpenApi.Summary,
+        "The request the last turn sent first, compiled again from the history before it"
+      )
+      .annotate(
+        OpenApi.Description,
+        "The session's last turn: its input (with its references) over the history as it stood before that turn, with today's files, manifest and memory (memories made from that turn on left out), for the model and format asked: what to compare the context preview of the next turn with. 404 NoTurnYet when the session has no turn."
+      )
+  )
+  .add(
     previewEndpoint("previewAlias", "/api/session/:id/context-preview")
       .annotate(OpenApi.Summary, "Context preview (alias of /api/sessions/{id}/context-preview)")
       .annotate(OpenApi.Deprecated, true)
@@ -715,6 +736,7 @@ export class Api extends HttpApi.make("ctxo")
   .add(FilesGroup)
   .add(BlocksGroup)
   .add(ContextGroup)
+  .add(HistoryGroup)
   .add(MapGroup)
   .add(RunsGroup)
   .add(AggregateGroup)

@@ -3,7 +3,7 @@
  * published as `map.schema.json`) read and written with versions like the session's config, and one
  * node's context: its `ContextInfo` and the seven sections it is formatted into, with their tokens.
  */
-import { FileInfo } from "@ctxo/store/Store"
+import { FileInfo } from "@ctxo/store/FileRecords"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
-import { createPartAccumulator } from "../src/PartAccumulator.ts"
+import { createPartAccumulator, pushChatEvent } from "../src/PartAccumulator.ts"
 import { createReadTracker } from "../src/ReadTracker.ts"
 
 describe("createPartAccumulator", () => {
@@ -32,6 +32,56 @@ describe("createPartAccumulator", () => {
     const acc = createPartAccumulator()
     acc.push({ type: "text-delta", delta: "" })
     expect(acc.toMessage("s")).toBeNull()
+  })
+
+  it("reads the chat stream's wire events: arguments parsed, a tool's result as status, data and error", () => {
+    const acc = createPartAccumulator()
+    const events = [
+      { type: "turn", turn: 3, resumed: false },
+      { type: "text-delta", text: "Reading " },
+      { type: "text-delta", text: "it." },
+      { type: "tool-call", id: "c1", name: "read_file", arguments: '{"path":"a.md"}' },
+      {
+        type: "tool-result",
+        id: "c1",
+        name: "read_file",
+        result: { status: "success", data: "# A", text: "x" }
+      },
+      { type: "tool-call", id: "c2", name: "search", arguments: "not json" },
+      {
+        type: "tool-result",
+        id: "c2",
+        name: "search",
+        result: { status: "error", error: { code: "E", message: "bad pattern" } }
+      },
+      { type: "usage", inputTokens: 10, outputTokens: 2 },
+      { type: "text-delta", text: "Done." }
+    ]
+    expect(events.map((e) => pushChatEvent(acc, e))).toEqual([
+      false,
+      true,
+      true,
+      true,
+      true,
+      true,
+      true,
+      false,
+      true
+    ])
+    expect(acc.getParts()).toEqual([
+      { _tag: "text", text: "Reading it." },
+      { _tag: "tool-call", callId: "c1", name: "read_file", input: { path: "a.md" } },
+      { _tag: "tool-result", callId: "c1", name: "read_file", status: "success", data: "# A" },
+      { _tag: "tool-call", callId: "c2", name: "search", input: { raw: "not json" } },
+      {
+        _tag: "tool-result",
+        callId: "c2",
+        name: "search",
+        status: "error",
+        error: { code: "E", message: "bad pattern" }
+      },
+      { _tag: "text", text: "Done." }
+    ])
   })
 
   it("uses no Node-only APIs, so a browser can load it", () => {

@@ -38,6 +38,7 @@ import { cp, lstat, mkdir, readdir, realpath, rm, stat } from "node:fs/promises"
 import { basename, dirname, join, relative, resolve, sep } from "node:path"
 import type { Scope as EffectScope } from "effect"
 import { Context, Effect, Either, FiberRef, HashSet, Layer, Schema } from "effect"
+import type { FileContent, FileInfo } from "./FileRecords.ts"
 import type { HistoryPatch } from "./HistoryJournal.ts"
 import {
   contentOf,
@@ -103,27 +104,9 @@ import {
   StoreIOError
 } from "./StoreErrors.ts"
 
+export { FileContent, FileInfo } from "./FileRecords.ts"
 export { checkPath, checkSessionId, HISTORY_FILE, MANIFEST_FILE, SESSION_ID } from "./Paths.ts"
 export { Distribution, MemoryEntry, SessionRecord, Task } from "./Records.ts"
-
-export const FileInfo = Schema.Struct({
-  path: Schema.String,
-  size: Schema.Number,
-  version: Schema.String,
-  modifiedAt: Schema.String
-})
-export type FileInfo = typeof FileInfo.Type
-
-export const FileContent = Schema.Struct({
-  path: Schema.String,
-  content: Schema.String,
-  version: Schema.String,
-  startLine: Schema.Number,
-  endLine: Schema.Number,
-  totalLines: Schema.Number,
-  modifiedAt: Schema.String
-})
-export type FileContent = typeof FileContent.Type
 
 export interface WriteOptions {
   /** The version the writer read: the write fails when the file changed since ("" = must not exist). */
