@@ -305,12 +305,16 @@ describe("Store reads and listings changed outside the store", () => {
         expect(yield* store.list("session", "s")).toEqual([...before, "a.md", "docs/b.md"].sort())
         // A file made or removed deeper changes only that folder.
         writeFileSync(join(dir, "docs", "c.md"), "c")
-        expect(yield* store.list("session", "s")).toEqual([...before, "a.md", "docs/b.md", "docs/c.md"].sort())
+        expect(yield* store.list("session", "s")).toEqual(
+          [...before, "a.md", "docs/b.md", "docs/c.md"].sort()
+        )
         rmSync(join(dir, "docs", "b.md"))
         expect(yield* store.list("session", "s")).toEqual([...before, "a.md", "docs/c.md"].sort())
         // Through the store too.
         yield* store.writeFile("s", "docs/d.md", "d")
-        expect(yield* store.list("session", "s")).toEqual([...before, "a.md", "docs/c.md", "docs/d.md"].sort())
+        expect(yield* store.list("session", "s")).toEqual(
+          [...before, "a.md", "docs/c.md", "docs/d.md"].sort()
+        )
         rmSync(join(dir, "docs"), { recursive: true })
         expect(yield* store.list("session", "s")).toEqual([...before, "a.md"].sort())
       })
