@@ -445,44 +445,6 @@ const exchange = (
   }
 }
 
-/**
- * The JSON of each message object sent. A session's compiled messages are the same objects from one
- * turn to the next (rendered once per history message), so a request of hundreds of messages is
- * serialized a message at a time, once: each turn's body joins their texts.
- */
-const messageJson = new WeakMap<object, string>()
-const messagesText = (messages: ReadonlyArray<unknown>) => {
-  const parts = new Array<string>(messages.length)
-  for (let i = 0; i < messages.length; i++) {
-    const m = messages[i]
-    if (typeof m !== "object" || m === null) {
-      parts[i] = JSON.stringify(m) ?? "null"
-      continue
-    }
-    let text = messageJson.get(m)
-    if (text === undefined) {
-      text = JSON.stringify(m) ?? "null"
-      messageJson.set(m, text)
-    }
-    parts[i] = text
-  }
-  return `[${parts.join(",")}]`
-}
-
-/** `JSON.stringify({ ...body, stream })`, the same text, with the messages' texts kept (`messageJson`). */
-export const bodyText = (body: RawBody, stream: boolean): string => {
-  const fields: Array<string> = []
-  let streamed = false
-  for (const key of Object.keys(body)) {
-    const value = key === "stream" ? stream : body[key]
-    if (key === "stream") streamed = true
-    const text = key === "messages" && Array.isArray(value) ? messagesText(value) : JSON.stringify(value)
-    if (text !== undefined) fields.push(`${JSON.stringify(key)}:${text}`)
-  }
-  if (!streamed) fields.push(`"stream":${stream}`)
-  return `{${fields.join(",")}}`
-}
-
 /** A promise of the model client's as an Effect (it rejects with an `UpstreamError`). */
 const awaited = <A>(run: () => Promise<A>): Effect.Effect<A, UpstreamError> =>
   Effect.async((resume) => {
@@ -614,7 +576,7 @@ export const make = (
    * when it answered an error status (its body read whole).
    */
   const send = (body: RawBody, stream: boolean) => {
-    const call = exchange(dispatcher, url, headers, bodyText(body, stream), deadlines)
+    const call = exchange(dispatcher, url, headers, JSON.stringify({ ...body, stream }), deadlines)
     const started = async (): Promise<Head> => {
       const head = await call.head()
       if (head.status < 200 || head.status >= 300)

@@ -1,7 +1,6 @@
 import { createServer } from "node:http"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Fiber, Option, Stream } from "effect"
-import fc from "fast-check"
 import { type FakeUpstream, type Reply, startFakeUpstream } from "../src/FakeUpstream.ts"
 import * as ModelClient from "../src/ModelClient.ts"
 
@@ -222,40 +221,4 @@ describe("ModelClient reads Server-Sent Events as the upstream wrote them", () =
       })
     )
   )
-})
-
-describe("the body sent upstream", () => {
-  // Any JSON value a client or a compile can put in a request (no undefined inside arrays: JSON has none).
-  const json = fc.letrec((tie) => ({
-    value: fc.oneof(
-      { depthSize: "small" },
-      fc.string(),
-      fc.integer(),
-      fc.boolean(),
-      fc.constant(null),
-      fc.array(tie("value"), { maxLength: 4 }),
-      fc.dictionary(fc.string({ maxLength: 6 }), tie("value"), { maxKeys: 4 })
-    )
-  })).value
-  const body = fc.record(
-    {
-      model: fc.string(),
-      messages: fc.array(fc.dictionary(fc.string({ maxLength: 6 }), json, { maxKeys: 4 }), { maxLength: 6 }),
-      stream: fc.boolean(),
-      temperature: fc.option(fc.double({ noNaN: true, noDefaultInfinity: true }), { nil: undefined }),
-      metadata: fc.dictionary(fc.string({ maxLength: 6 }), json, { maxKeys: 3 })
-    },
-    { requiredKeys: ["model", "messages"] }
-  )
-
-  it("is JSON.stringify of the body with its stream flag, also from its messages' texts kept", () =>
-    fc.assert(
-      fc.property(body, fc.boolean(), (b, stream) => {
-        const expected = JSON.stringify({ ...b, stream })
-        assert.strictEqual(ModelClient.bodyText(b as ModelClient.RawBody, stream), expected)
-        // Again, from the texts kept for the same message objects.
-        assert.strictEqual(ModelClient.bodyText(b as ModelClient.RawBody, stream), expected)
-      }),
-      { numRuns: 300 }
-    ))
 })
