@@ -75,11 +75,23 @@ export interface Settings {
   }
   /** The workbench page's built files (CTXO_WEB_DIR; default: apps/web/dist of this repository). */
   readonly webDir?: string
+  /**
+   * How far the JavaScript heap may grow past its live objects before a full collection, in percent
+   * (CTXO_HEAP_GROWING_PERCENT, V8's --heap-growing-percent; 0: V8's own sizing, up to four times).
+   */
+  readonly heapGrowingPercent?: number
 }
 
 export class GatewayConfig extends Context.Tag("@ctxo/gateway/GatewayConfig")<GatewayConfig, Settings>() {}
 
 const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
+
+/**
+ * The heap's growth past its live objects before a full collection (percent). V8's own sizing lets
+ * a busy gateway's heap grow to about four times what is live: RSS went from 281 to 441 MB over
+ * 1,000 then 10,000 mixed requests with 84 MB live; at 50%, 235 to 278 MB.
+ */
+export const DEFAULT_HEAP_GROWING_PERCENT = 50
 
 /** A duration setting in milliseconds: a positive integer. */
 const milliseconds = (name: string, fallback: number) =>
@@ -120,6 +132,13 @@ export const settings = Config.all({
   upstreamFirstByteMs: milliseconds("CTXO_UPSTREAM_FIRST_BYTE_MS", 60_000),
   upstreamIdleMs: milliseconds("CTXO_UPSTREAM_IDLE_MS", 30_000),
   logFormat: Config.literal("json", "pretty")("CTXO_LOG_FORMAT").pipe(Config.withDefault("pretty" as const)),
+  heapGrowingPercent: Config.integer("CTXO_HEAP_GROWING_PERCENT").pipe(
+    Config.validate({
+      message: "0 (V8's own) or a percent from 10 to 300",
+      validation: (p) => p === 0 || (p >= 10 && p <= 300)
+    }),
+    Config.withDefault(DEFAULT_HEAP_GROWING_PERCENT)
+  ),
   memory: Config.all({
     ttl: Config.all({
       L1: milliseconds("CTXO_MEMORY_L1_MS", 30 * 60_000),

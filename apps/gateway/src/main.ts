@@ -5,6 +5,7 @@
  * SIGINT and SIGTERM close the server: open chat streams end with a Shutdown event.
  */
 import { resolve } from "node:path"
+import { setFlagsFromString } from "node:v8"
 import { seedIfEmpty, makeUnsafe as storeOf } from "@ctxo/store/Store"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Option } from "effect"
@@ -13,6 +14,9 @@ import { server } from "./Server.ts"
 
 const program = Effect.gen(function* () {
   const config = yield* GatewayConfig.GatewayConfig
+  // Before the layers allocate: the heap grows this far past what is live before a full collection.
+  if (config.heapGrowingPercent !== undefined && config.heapGrowingPercent > 0)
+    setFlagsFromString(`--heap-growing-percent=${config.heapGrowingPercent}`)
   const run = Effect.gen(function* () {
     const dataDir = resolve(config.dataDir)
     const open = config.apiKeys.length === 0 && Option.isNone(config.adminKey)

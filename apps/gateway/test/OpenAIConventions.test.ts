@@ -441,6 +441,16 @@ describe("configuration", () => {
     const notObject = await load({ CTXO_BUDGET_SHARES: "[0.2]" })
     expect(String(notObject._tag === "Left" ? notObject.left : "")).toMatch(/CTXO_BUDGET_SHARES.*expected \{/)
   })
+
+  it("reads how far the heap may grow (CTXO_HEAP_GROWING_PERCENT), and names a value out of range", async () => {
+    expect((await settingsOf({})).heapGrowingPercent).toBe(GatewayConfig.DEFAULT_HEAP_GROWING_PERCENT)
+    expect((await settingsOf({ CTXO_HEAP_GROWING_PERCENT: "0" })).heapGrowingPercent).toBe(0)
+    expect((await settingsOf({ CTXO_HEAP_GROWING_PERCENT: "100" })).heapGrowingPercent).toBe(100)
+    const bad = await load({ CTXO_HEAP_GROWING_PERCENT: "5" })
+    expect(String(bad._tag === "Left" ? bad.left : "")).toMatch(
+      /CTXO_HEAP_GROWING_PERCENT.*0 \(V8's own\) or a percent from 10 to 300/
+    )
+  })
 })
 
 describe("the local model", () => {
