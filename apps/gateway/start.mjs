@@ -8,7 +8,10 @@ import { pathToFileURL } from "node:url"
 import { ensureBuilt as ensurePage } from "../web/build.mjs"
 import { ensureBuilt, outfile } from "./build.mjs"
 
-await ensureBuilt()
-// A page that cannot be built leaves the gateway to start: `/` then says how to build it.
-await ensurePage().catch((e) => console.error(`ctxo: the workbench page could not be built (${e.message})`))
+// Both checked at once (each walks its sources' times). A page that cannot be built leaves the
+// gateway to start: `/` then says how to build it.
+await Promise.all([
+  ensureBuilt(),
+  ensurePage().catch((e) => console.error(`ctxo: the workbench page could not be built (${e.message})`))
+])
 await import(pathToFileURL(outfile).href)
