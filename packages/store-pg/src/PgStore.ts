@@ -23,6 +23,7 @@
  *   across processes.
  */
 
+import type { Importer } from "@ctxo/store/FileImport"
 import { contentOf, nextText, readRefusal, versionCheck, writeRefusal } from "@ctxo/store/FileRules"
 import { applyPatch, foldJournal, type HistoryPatch, JOURNAL_SEQ } from "@ctxo/store/HistoryJournal"
 import {
@@ -1011,15 +1012,7 @@ const documentOf = (
 export const layer = (options: PgStoreOptions): Layer.Layer<Store, never, Database> =>
   Layer.effect(Store, make(options))
 
-/**
- * What moving a data root into the database needs beyond the store's own operations: a session's
- * record as it was (its times and state), and a global file.
- */
-export interface Importer {
-  readonly putRecord: (record: SessionRecord) => Effect.Effect<void, StoreError>
-  readonly putGlobalFile: (name: string, text: string) => Effect.Effect<void, StoreError>
-}
-
+/** A session's record as it was, and a global file, for moving a data root into the database. */
 export const importerWith = (db: Database["Type"], tenant: string): Importer => {
   const { sql } = db
   const io = (path: string) => (e: SqlError) =>
