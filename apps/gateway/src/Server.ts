@@ -56,6 +56,7 @@ import * as Metrics from "./Metrics.ts"
 import * as RequestBody from "./RequestBody.ts"
 import * as Routes from "./Routes.ts"
 import * as Shutdown from "./Shutdown.ts"
+import * as StoreBackend from "./StoreBackend.ts"
 import * as Tenancy from "./Tenancy.ts"
 import * as TenantServices from "./TenantServices.ts"
 
@@ -282,7 +283,8 @@ export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | Tur
         ? Summarizer.layerOpenAIConfig
         : Summarizer.layerDeterministic
       const base = Layer.mergeAll(
-        TenantServices.layer,
+        // Each tenant's store from the configured backend (the data folder, or PostgreSQL).
+        TenantServices.layer.pipe(Layer.provide(StoreBackend.layer)),
         ModelRegistry.layerConfig([]),
         Tokenizer.layer(),
         // One compile cache for the process: its entries answer by content, so tenants share it.

@@ -12,19 +12,20 @@
  *   the holder is told by `lost` (a caller can refuse to write once it is lost).
  */
 import { createHash } from "node:crypto"
-import { Effect } from "effect"
+import { Data, Effect } from "effect"
 import type * as Pg from "pg"
 
 /** The 64-bit key of a lock name (the first 8 bytes of its SHA-256, signed, as Postgres' bigint). */
 export const lockKey = (name: string): string =>
   BigInt.asIntN(64, BigInt(`0x${createHash("sha256").update(name).digest("hex").slice(0, 16)}`)).toString()
 
-export class LockUnavailable extends Error {
-  constructor(
-    readonly lock: string,
-    reason: string
-  ) {
-    super(`Cannot take the lock of ${lock} in the database: ${reason}`)
+/** A lock that could not be taken: no connection for it, or the database refused. */
+export class LockUnavailable extends Data.TaggedError("LockUnavailable")<{
+  readonly lock: string
+  readonly reason: string
+}> {
+  override get message() {
+    return `Cannot take the lock of ${this.lock.replace(/\u0000/g, " ")} in the database: ${this.reason}`
   }
 }
 
@@ -65,11 +66,11 @@ const acquire = (pool: Pg.Pool, name: string, key: string) =>
     let pending: Pg.PoolClient | undefined
     pool.connect((error, client, done) => {
       if (error !== undefined && error !== null) {
-        if (!cancelled) resume(Effect.fail(new LockUnavailable(name, reasonOf(error))))
+        if (!cancelled) resume(Effect.fail(new LockUnavailable({ lock: name, reason: reasonOf(error) })))
         return
       }
       if (client === undefined) {
-        if (!cancelled) resume(Effect.fail(new LockUnavailable(name, "no connection")))
+        if (!cancelled) resume(Effect.fail(new LockUnavailable({ lock: name, reason: "no connection" })))
         return
       }
       if (cancelled) {
@@ -92,7 +93,7 @@ const acquire = (pool: Pg.Pool, name: string, key: string) =>
         if (lockError !== undefined && lockError !== null) {
           client.off("error", taken.onError)
           done(lockError)
-          resume(Effect.fail(new LockUnavailable(name, reasonOf(lockError))))
+          resume(Effect.fail(new LockUnavailable({ lock: name, reason: reasonOf(lockError) })))
           return
         }
         resume(Effect.succeed(taken))
