@@ -26,6 +26,7 @@
 import type { Importer } from "@ctxo/store/FileImport"
 import { contentOf, nextText, readRefusal, versionCheck, writeRefusal } from "@ctxo/store/FileRules"
 import { applyPatch, foldJournal, type HistoryPatch, JOURNAL_SEQ } from "@ctxo/store/HistoryJournal"
+import { timedWait } from "@ctxo/store/LockSpan"
 import {
   checkPath,
   checkSessionId,
@@ -75,7 +76,7 @@ import {
   VersionConflict
 } from "@ctxo/store/StoreErrors"
 import { SqlError } from "@effect/sql/SqlError"
-import { Clock, Effect, Either, Exit, FiberRef, HashSet, Layer, Schema } from "effect"
+import { Effect, Either, FiberRef, HashSet, Layer, Schema } from "effect"
 import { Database, LockUnavailable } from "./Database.ts"
 
 export interface PgStoreOptions {
@@ -179,26 +180,17 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
       if (HashSet.has(held, key)) return effect
       const inside = Effect.locally(effect, heldLocks, HashSet.add(held, key))
       // The span is the wait: it ends when the lock is held.
-      return Effect.flatMap(
-        Effect.makeSpan("Store.lock", { attributes: { "ctxo.session": sessionId } }),
-        (span) => {
-          const end = Effect.flatMap(Clock.currentTimeNanos, (now) =>
-            Effect.sync(() => {
-              if (span.status._tag === "Started") span.end(now, Exit.void)
-            })
+      return timedWait(sessionId, (entered) =>
+        inProcess(
+          sessionId,
+          db.withLock(`session\u0000${tenant}\u0000${sessionId}`, () => Effect.zipRight(entered, inside))
+        ).pipe(
+          Effect.catchIf(
+            (e): e is LockUnavailable & E => e instanceof LockUnavailable,
+            (e) => Effect.die(new StoreIOError({ path: sessionId, operation: "lock", reason: e.message }))
           )
-          return inProcess(
-            sessionId,
-            db.withLock(`session\u0000${tenant}\u0000${sessionId}`, () => Effect.zipRight(end, inside))
-          ).pipe(
-            Effect.ensuring(end),
-            Effect.catchIf(
-              (e): e is LockUnavailable & E => e instanceof LockUnavailable,
-              (e) => Effect.die(new StoreIOError({ path: sessionId, operation: "lock", reason: e.message }))
-            )
-          ) as Effect.Effect<A, E, R>
-        }
-      )
+        )
+      ) as Effect.Effect<A, E, R>
     })
 
   // --- sessions

@@ -57,6 +57,7 @@ import {
   unlinkInside,
   writeInside
 } from "./internal/safeFs.ts"
+import { timedWait } from "./LockSpan.ts"
 import {
   checkPath,
   checkSessionId,
@@ -361,7 +362,12 @@ export const sessionLocks = (storeKey: string) => {
           lock.users++
           return lock
         }),
-        (lock) => lock.semaphore.withPermits(1)(Effect.locally(effect, heldLocks, HashSet.add(held, key))),
+        (lock) =>
+          timedWait(sessionId, (entered) =>
+            lock.semaphore.withPermits(1)(
+              Effect.zipRight(entered, Effect.locally(effect, heldLocks, HashSet.add(held, key)))
+            )
+          ),
         (lock) =>
           Effect.sync(() => {
             lock.users--
