@@ -57,6 +57,7 @@ import * as RequestBody from "./RequestBody.ts"
 import * as Routes from "./Routes.ts"
 import * as Shutdown from "./Shutdown.ts"
 import * as StoreBackend from "./StoreBackend.ts"
+import * as Telemetry from "./Telemetry.ts"
 import * as Tenancy from "./Tenancy.ts"
 import * as TenantServices from "./TenantServices.ts"
 
@@ -169,6 +170,8 @@ export const middleware =
       const { maxBodyBytes } = settings
       const request = yield* HttpServerRequest.HttpServerRequest
       const id = request.headers["x-request-id"] ?? newRequestId()
+      // The request's own span (the HTTP server's) carries its id, like every span under it.
+      yield* Effect.annotateCurrentSpan(Telemetry.REQUEST_ID, id)
       const route = metricsForAdmin(Routes.routeOf(request.method, request.url))
       const roots = [settings.dataRoot]
       // The access log's facts: the route's template, the session it names, and what the handler
@@ -267,6 +270,8 @@ export const middleware =
         Effect.locally(Tenancy.CallerIsAdmin, admin),
         Effect.locally(Metrics.CurrentRequest, stats),
         Effect.annotateLogs({ requestId: id, tenant }),
+        // Every span of the request carries its id (the request's own span too).
+        Effect.annotateSpans(Telemetry.REQUEST_ID, id),
         Effect.ensuring(Effect.sync(() => access.release(tenant)))
       )
     })
@@ -367,7 +372,10 @@ export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngi
       return Layer.merge(routes, Lane.layer).pipe(
         // The model client measured: tokens by model and upstream errors, in /metrics and the access log.
         Layer.provide(
-          Layer.provideMerge(ChatCompletions.layer, Metrics.instrumentServices(servicesWith(seams)))
+          Layer.provideMerge(
+            ChatCompletions.layer,
+            Metrics.instrumentServices(Telemetry.traceServices(servicesWith(seams)))
+          )
         ),
         Layer.provide(Shutdown.layer),
         HttpServer.withLogAddress

@@ -11,6 +11,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Option, Redacted } from "effect"
 import * as GatewayConfig from "./GatewayConfig.ts"
 import { server } from "./Server.ts"
+import * as Telemetry from "./Telemetry.ts"
 
 const program = Effect.gen(function* () {
   const config = yield* GatewayConfig.GatewayConfig
@@ -45,8 +46,12 @@ const program = Effect.gen(function* () {
         `Data in PostgreSQL at ${labelOf(Redacted.value(config.database.url))}; default model ${config.model}`
       )
     const effective = open ? { ...config, host: "127.0.0.1" } : config
+    // Traces and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set (Telemetry).
     return yield* Layer.launch(
-      server.pipe(Layer.provide(Layer.succeed(GatewayConfig.GatewayConfig, effective)))
+      server.pipe(
+        Layer.provide(Layer.succeed(GatewayConfig.GatewayConfig, effective)),
+        Layer.provide(Telemetry.layer)
+      )
     )
   })
   // One logger for everything: JSON lines when asked, else the readable one.
