@@ -288,8 +288,7 @@ export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | Tur
         ? Summarizer.layerOpenAIConfig
         : Summarizer.layerDeterministic
       const base = Layer.mergeAll(
-        // Each tenant's store from the configured backend (the data folder, or PostgreSQL).
-        TenantServices.layer.pipe(Layer.provide(StoreBackend.layer)),
+        TenantServices.layer,
         ModelRegistry.layerConfig([]),
         Tokenizer.layer(),
         // One compile cache for the process: its entries answer by content, so tenants share it.
@@ -398,12 +397,15 @@ const listening = (options: ListenOptions) =>
     })
   )
 
-/** The gateway listening on HOST:PORT. */
+/**
+ * The gateway listening on HOST:PORT, its tenants' stores from the configured backend (the data
+ * folder, or PostgreSQL, migrated and seeded before the port opens, so no request waits on it).
+ */
 export const server = Layer.unwrapEffect(
   Effect.map(GatewayConfig, (config) =>
     app.pipe(Layer.provide(listening({ port: config.port, host: config.host })))
   )
-)
+).pipe(Layer.provide(StoreBackend.layer))
 
 /**
  * What `NodeHttpServer.layerTest` is, for the gateway's server: it listens on a free port of
