@@ -21,7 +21,7 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Data, Effect, Either, Layer, type Option, Redacted } from "effect"
 import type { CommandHelp, Example } from "./internal/help.ts"
-import { modelsFile } from "./internal/models.ts"
+import { modelsFileOption } from "./internal/models.ts"
 import { engineOver } from "./internal/options.ts"
 
 /** The tenant of a data root's top folder (the gateway's without API keys). */
@@ -85,25 +85,14 @@ const compiledIn = (store: Store.Service, sessions: ReadonlyArray<string>, model
     )
   ).pipe(Effect.provide(engineOver(Layer.succeed(Store.Store, store), models)))
 
-const migrate = Command.make("migrate", { from, to, models: modelsFile }, (args) =>
+/** Moves every tenant between the folder and the database of `Database`, then compares compiles. */
+const move = (args: {
+  readonly toDatabase: boolean
+  readonly folder: string
+  readonly models: Option.Option<string>
+}) =>
   Effect.gen(function* () {
-    const toDatabase = isUrl(args.to)
-    if (isUrl(args.from) === toDatabase)
-      return yield* new MigrateRefused({
-        reason:
-          "One of --from and --to must be a data root folder and the other a postgres:// URL (to move between two folders, copy the folder; between two databases, use pg_dump)."
-      })
-    const folder = resolve(toDatabase ? args.from : args.to)
-    if (toDatabase) {
-      const isFolder = yield* Effect.promise(() =>
-        stat(folder).then(
-          (s) => s.isDirectory(),
-          () => false
-        )
-      )
-      if (!isFolder)
-        return yield* new MigrateRefused({ reason: `--from ${args.from} is not a data root folder.` })
-    }
+    const { toDatabase, folder } = args
     const db = yield* Database.Database
     const tenants = toDatabase
       ? yield* folderTenants(folder)
@@ -154,21 +143,47 @@ const migrate = Command.make("migrate", { from, to, models: modelsFile }, (args)
     yield* Console.log(
       `${sessions} session${sessions === 1 ? "" : "s"} moved from ${toDatabase ? folder : db.label} to ${toDatabase ? db.label : folder}; each compiles the same request as before the move`
     )
-  }).pipe(
-    Effect.scoped,
-    Effect.provide(
-      Layer.unwrapEffect(
-        Effect.sync(() =>
+  }).pipe(Effect.scoped)
+
+const migrate = Command.make(
+  "migrate",
+  {
+    from,
+    to,
+    models: modelsFileOption(
+      "The compiles that check the move (each session before and after) use these models."
+    )
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const toDatabase = isUrl(args.to)
+      if (isUrl(args.from) === toDatabase)
+        return yield* new MigrateRefused({
+          reason:
+            "One of --from and --to must be a data root folder and the other a postgres:// URL (to move between two folders, copy the folder; between two databases, use pg_dump)."
+        })
+      const folder = resolve(toDatabase ? args.from : args.to)
+      if (toDatabase) {
+        const isFolder = yield* Effect.promise(() =>
+          stat(folder).then(
+            (s) => s.isDirectory(),
+            () => false
+          )
+        )
+        if (!isFolder)
+          return yield* new MigrateRefused({ reason: `--from ${args.from} is not a data root folder.` })
+      }
+      return yield* move({ toDatabase, folder, models: args.models }).pipe(
+        Effect.provide(
           Database.layer({
-            url: Redacted.make(isUrl(args.to) ? args.to : args.from),
+            url: Redacted.make(toDatabase ? args.to : args.from),
             poolSize: 4,
             lockConnections: 4,
             applicationName: "ctxo store migrate"
           })
         )
       )
-    )
-  )
+    })
 ).pipe(
   Command.withDescription(
     "Move a data root into PostgreSQL, or out of it into a folder: sessions with their files, history, tool results, runs, tasks and memory, the global files, the root's memory and the task distributions, every tenant. The target must be empty; each session's next request is compiled before and after the move and must be the same."
