@@ -449,35 +449,45 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
       { discard: true }
     )
 
-  /** Appends a change (its lock held): one transaction, committed before it returns. */
+  /**
+   * Appends a change (its lock held): one statement, so one round trip and atomic, committed
+   * before it returns. The messages from the change's first one are written over their rows, the
+   * rows past the new end deleted, and `seq` moves on.
+   */
   const appendChange = (sessionId: string, patch: HistoryPatch, next: Record<string, unknown>) =>
     Effect.gen(function* () {
-      const seq = yield* nextSeq(sessionId)
       const changed = patch.set !== undefined && Object.keys(patch.set).length > 0
       const { fields, messagesAt } = fieldsOf(next)
       const count = patch.keep + patch.messages.length
+      const indexes = patch.messages.map((_, i) => patch.keep + i)
+      const texts = patch.messages.map((m) => JSON.stringify(m))
       const rows = yield* q(
         historyFile(sessionId),
         "append to",
-        sql.withTransaction(
-          Effect.gen(function* () {
-            const head = yield* sql<{ readonly modified_at: Date }>`
-              UPDATE ctxo_histories
-              SET seq = ${seq}, message_count = ${count}, modified_at = now(),
-                fields = CASE WHEN ${changed} THEN ${JSON.stringify(fields)}::json ELSE fields END,
-                messages_at = CASE WHEN ${changed} THEN ${messagesAt} ELSE messages_at END
-              WHERE tenant = ${tenant} AND session_id = ${sessionId} AND raw IS NULL
-              RETURNING modified_at`
-            if (head.length === 0) return head
-            yield* sql`
-              DELETE FROM ctxo_history_messages
-              WHERE tenant = ${tenant} AND session_id = ${sessionId} AND idx >= ${patch.keep}`
-            yield* insertMessages(sessionId, patch.keep, patch.messages, seq)
-            return head
-          })
-        )
+        sql<{ readonly seq: string; readonly modified_at: Date }>`
+          WITH head AS (
+            UPDATE ctxo_histories
+            SET seq = nextval('ctxo_history_seq'), message_count = ${count}, modified_at = now(),
+              fields = CASE WHEN ${changed} THEN ${JSON.stringify(fields)}::json ELSE fields END,
+              messages_at = CASE WHEN ${changed} THEN ${messagesAt} ELSE messages_at END
+            WHERE tenant = ${tenant} AND session_id = ${sessionId} AND raw IS NULL
+            RETURNING seq, modified_at
+          ), gone AS (
+            DELETE FROM ctxo_history_messages
+            WHERE tenant = ${tenant} AND session_id = ${sessionId} AND idx >= ${count}
+              AND EXISTS (SELECT 1 FROM head)
+          ), put AS (
+            INSERT INTO ctxo_history_messages (tenant, session_id, idx, message, written_seq)
+            SELECT ${tenant}, ${sessionId}, m.idx, m.message::json, head.seq
+            FROM head, unnest(${indexes}::integer[], ${texts}::text[]) AS m(idx, message)
+            ON CONFLICT (tenant, session_id, idx) DO UPDATE
+              SET message = excluded.message, written_seq = excluded.written_seq
+          )
+          SELECT seq, modified_at FROM head`
       )
-      return rows[0] === undefined ? undefined : { seq, modifiedAt: rows[0].modified_at.toISOString() }
+      return rows[0] === undefined
+        ? undefined
+        : { seq: Number(rows[0].seq), modifiedAt: rows[0].modified_at.toISOString() }
     })
 
   const readHistoryText = (sessionId: string) => Effect.map(loadHistory(sessionId), (entry) => entry?.text)
