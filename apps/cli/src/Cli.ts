@@ -18,6 +18,7 @@ import {
   tasksExamples,
   tasksSubcommands
 } from "./SessionCommands.ts"
+import { storeCommand, storeExamples, storeSubcommands } from "./StoreCommands.ts"
 
 const NAME = "ctxo"
 const VERSION = "0.1.0"
@@ -45,7 +46,8 @@ const subcommands = [
   ownConsole(memoryCommand),
   ownConsole(aggregateCommand),
   ownConsole(mapCommand),
-  ownConsole(runCommand)
+  ownConsole(runCommand),
+  ownConsole(storeCommand)
 ] as const
 
 const commands: ReadonlyArray<CommandHelp> = [
@@ -60,7 +62,8 @@ const commands: ReadonlyArray<CommandHelp> = [
   { command: subcommands[8], examples: memoryExamples, subcommands: memorySubcommands },
   { command: subcommands[9], examples: aggregateExamples },
   { command: subcommands[10], examples: mapExamples, subcommands: mapSubcommands },
-  { command: subcommands[11], examples: runExamples }
+  { command: subcommands[11], examples: runExamples },
+  { command: subcommands[12], examples: storeExamples, subcommands: storeSubcommands }
 ]
 
 const rootExamples: ReadonlyArray<Example> = [

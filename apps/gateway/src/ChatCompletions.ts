@@ -387,7 +387,8 @@ export const make = Effect.gen(function* () {
     ).pipe(
       Effect.locally(CurrentTenant, request.tenant),
       Effect.locally(Metrics.CurrentRequest, stats),
-      Effect.annotateLogs({ requestId: stats.requestId, tenant: request.tenant })
+      Effect.annotateLogs({ requestId: stats.requestId, tenant: request.tenant }),
+      Effect.annotateSpans("ctxo.request_id", stats.requestId)
     )
     return new Promise<Answer>((resolve) => {
       const fiber = Runtime.runFork(runtime)(program)

@@ -26,6 +26,7 @@
  * | CTXO_RUN_MAX_STEPS | 8 | specialist steps of a run (further steps are skipped) |
  * | CTXO_RUN_SPECIALIST_BUDGET | 8000 | tokens of a specialist's request (its context and step) |
  * | CTXO_WEB_DIR | apps/web/dist of this repository | the workbench page's built files, served at `/` |
+ * | CTXO_DATABASE_URL | (none) | PostgreSQL instead of the data folder: `postgres://user:password@host:5432/database` (`@ctxo/store-pg/Database`: also CTXO_DATABASE_POOL_SIZE, CTXO_DATABASE_LOCK_CONNECTIONS) |
  */
 import { readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
@@ -34,6 +35,7 @@ import type { NamedUpstream } from "@ctxo/agent/ModelClient"
 import { DEFAULT_LIMITS } from "@ctxo/agent/Orchestrator"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import type { RunLimits } from "@ctxo/store/Runs"
+import { type DatabaseOptions, optionsConfig as databaseConfig } from "@ctxo/store-pg/Database"
 import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { readKeys } from "./Keys.ts"
 
@@ -67,6 +69,8 @@ export interface Settings {
   readonly localModelScript?: ReadonlyArray<Reply>
   /** Default shares by source (CTXO_BUDGET_SHARES); a manifest's `budget.shares` win over them. */
   readonly budgetShares?: Readonly<Record<string, number>>
+  /** PostgreSQL instead of the data folder (CTXO_DATABASE_URL); undefined: the file store. */
+  readonly database?: DatabaseOptions
   /** Memory lifetimes and the L3 → L4 timer (default: `Memory.defaultSettings`, every 10 minutes). */
   readonly memory?: {
     readonly ttl: { readonly L1: number; readonly L2: number; readonly L3: number }
@@ -257,6 +261,7 @@ export const layer = Layer.effect(
     const localModelPort = yield* Config.option(Config.port("CTXO_LOCAL_MODEL_PORT"))
     const localModelScript = yield* localScriptConfig
     const budgetShares = yield* sharesConfig
+    const database = yield* databaseConfig
     // The model registry as the services will build it: its error now, as one sentence.
     yield* Layer.build(ModelRegistry.layerConfig([])).pipe(
       Effect.scoped,
@@ -273,7 +278,8 @@ export const layer = Layer.effect(
       ...(Option.isSome(localModelPort) ? { localModelPort: localModelPort.value } : {}),
       ...(localModelScript === undefined ? {} : { localModelScript }),
       ...(budgetShares === undefined ? {} : { budgetShares }),
-      ...(webDir === undefined ? {} : { webDir })
+      ...(webDir === undefined ? {} : { webDir }),
+      ...(Option.isSome(database) ? { database: database.value } : {})
     } satisfies Settings
   })
 )

@@ -269,7 +269,9 @@ export const ChatLive = HttpApiBuilder.group(Api, "chat", (handlers) =>
 /** One agent turn as Server-Sent Events (plural path and the seed's singular alias). */
 const chatTurn = (path: { readonly id: string }) =>
   Effect.gen(function* () {
-    const payload = yield* decodeBody(ChatRequest)
+    const payload = yield* decodeBody(ChatRequest).pipe(
+      Effect.withSpan("Gateway.decode", { attributes: { "ctxo.session": path.id } })
+    )
     const store = yield* Store
     yield* store.getSession(path.id).pipe(wire)
     const context =

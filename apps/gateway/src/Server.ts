@@ -56,6 +56,8 @@ import * as Metrics from "./Metrics.ts"
 import * as RequestBody from "./RequestBody.ts"
 import * as Routes from "./Routes.ts"
 import * as Shutdown from "./Shutdown.ts"
+import * as StoreBackend from "./StoreBackend.ts"
+import * as Telemetry from "./Telemetry.ts"
 import * as Tenancy from "./Tenancy.ts"
 import * as TenantServices from "./TenantServices.ts"
 import * as Web from "./Web.ts"
@@ -169,6 +171,8 @@ export const middleware =
       const { maxBodyBytes } = settings
       const request = yield* HttpServerRequest.HttpServerRequest
       const id = request.headers["x-request-id"] ?? newRequestId()
+      // The request's own span (the HTTP server's) carries its id, like every span under it.
+      yield* Effect.annotateCurrentSpan(Telemetry.REQUEST_ID, id)
       const route = metricsForAdmin(Routes.routeOf(request.method, request.url))
       const roots = [settings.dataRoot]
       // The access log's facts: the route's template, the session it names, and what the handler
@@ -267,6 +271,8 @@ export const middleware =
         Effect.locally(Tenancy.CallerIsAdmin, admin),
         Effect.locally(Metrics.CurrentRequest, stats),
         Effect.annotateLogs({ requestId: id, tenant }),
+        // Every span of the request carries its id (the request's own span too).
+        Effect.annotateSpans(Telemetry.REQUEST_ID, id),
         Effect.ensuring(Effect.sync(() => access.release(tenant)))
       )
     })
@@ -367,7 +373,10 @@ export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngi
       return Layer.merge(routes, Lane.layer).pipe(
         // The model client measured: tokens by model and upstream errors, in /metrics and the access log.
         Layer.provide(
-          Layer.provideMerge(ChatCompletions.layer, Metrics.instrumentServices(servicesWith(seams)))
+          Layer.provideMerge(
+            ChatCompletions.layer,
+            Metrics.instrumentServices(Telemetry.traceServices(servicesWith(seams)))
+          )
         ),
         Layer.provide(Shutdown.layer),
         HttpServer.withLogAddress
@@ -390,12 +399,15 @@ const listening = (options: ListenOptions) =>
     })
   )
 
-/** The gateway listening on HOST:PORT. */
+/**
+ * The gateway listening on HOST:PORT, its tenants' stores from the configured backend (the data
+ * folder, or PostgreSQL, migrated and seeded before the port opens, so no request waits on it).
+ */
 export const server = Layer.unwrapEffect(
   Effect.map(GatewayConfig, (config) =>
     app.pipe(Layer.provide(listening({ port: config.port, host: config.host })))
   )
-)
+).pipe(Layer.provide(StoreBackend.layer))
 
 /**
  * What `NodeHttpServer.layerTest` is, for the gateway's server: it listens on a free port of

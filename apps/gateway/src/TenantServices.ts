@@ -3,12 +3,14 @@
  * the tenant's store (made on first use, then kept) and the history and workspace over it, so
  * handlers and the agent use `Store`, `HistoryStore` and `Workspace` as if there were one tenant,
  * and a tenant's files, history and turns share one lock per session and one cache. When the layer
- * is released, every tenant store folds its history journals into messages.json.
+ * is released, every tenant store folds its history journals into messages.json. The stores are
+ * the `StoreBackend`'s (PostgreSQL with CTXO_DATABASE_URL), else the file store's.
  */
 import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Store from "@ctxo/store/Store"
-import { Context, Effect, FiberRef, Layer } from "effect"
+import { Context, Effect, FiberRef, Layer, Option } from "effect"
+import * as StoreBackend from "./StoreBackend.ts"
 import { CurrentTenant, Tenancy } from "./Tenancy.ts"
 
 /** How long a release waits for the stores to fold their journals (what is not folded is read as the journal). */
@@ -20,6 +22,9 @@ const FLUSH_TIMEOUT = "5 seconds"
  */
 const perTenantStore = Effect.gen(function* () {
   const tenancy = yield* Tenancy
+  const backend = Option.getOrElse(yield* Effect.serviceOption(StoreBackend.StoreBackend), () =>
+    StoreBackend.files(tenancy.rootOf(""))
+  )
   const made = new Map<
     string,
     { store: Store.Service; history: HistoryStore.Service; workspace: Workspace.Service }
@@ -35,7 +40,7 @@ const perTenantStore = Effect.gen(function* () {
   return Effect.map(FiberRef.get(CurrentTenant), (tenant) => {
     let services = made.get(tenant)
     if (services === undefined) {
-      const store = Store.makeUnsafe(tenancy.rootOf(tenant))
+      const store = backend.storeOf(tenant, tenancy.rootOf(tenant))
       services = { store, history: HistoryStore.fromStore(store), workspace: Workspace.fromStore(store) }
       made.set(tenant, services)
     }

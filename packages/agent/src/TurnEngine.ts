@@ -278,6 +278,12 @@ const toolsOf = (options: TurnOptions) => ({
 
 interface SessionState {
   compileState: CompileState | undefined
+  /**
+   * The history as this engine left it at the end of its last turn: the compile state is kept only
+   * while the history is still that document (another process, a replica on the same database,
+   * may have run turns of the session since).
+   */
+  seen: HistoryDocument | undefined
   readonly tracker: ReadTracker
   touched: number
 }
@@ -385,7 +391,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       let state = states.get(key)
       if (state !== undefined) states.delete(key)
       else {
-        state = { compileState: undefined, tracker: createReadTracker(), touched: now }
+        state = { compileState: undefined, seen: undefined, tracker: createReadTracker(), touched: now }
         // Least recently used first: drop the idle ones, and any beyond the bound.
         for (const [k, s] of states) {
           if (now - s.touched < IDLE_MS && states.size < MAX_SESSIONS) break
@@ -518,6 +524,31 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         } as const
       })
 
+    /**
+     * A turn of `sessionId` under its lock, traced as `span`: the compile state is kept only while
+     * the history is what this engine left at the end of its last turn (not changed elsewhere
+     * meanwhile, e.g. by a replica on the same database), and noted again when the turn ends.
+     */
+    const underLock = <A, E, R>(span: string, sessionId: string, effect: Effect.Effect<A, E, R>) =>
+      store
+        .withSessionLock(
+          sessionId,
+          Effect.gen(function* () {
+            const state = yield* stateOf(sessionId)
+            const now = yield* Effect.either(history.load(sessionId))
+            if (Either.isLeft(now) || now.right !== state.seen) state.compileState = undefined
+            return yield* Effect.ensuring(
+              effect,
+              Effect.flatMap(Effect.either(history.load(sessionId)), (doc) =>
+                Effect.sync(() => {
+                  state.seen = Either.isRight(doc) ? doc.right : undefined
+                })
+              )
+            )
+          })
+        )
+        .pipe(Effect.withSpan(span, { attributes: { "ctxo.session": sessionId } }))
+
     const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>
       Effect.gen(function* () {
         const name = request.model ?? manifest.model ?? options.defaultModel
@@ -525,7 +556,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       })
 
     const turn: Service["turn"] = (request, driver, options) =>
-      store.withSessionLock(
+      underLock(
+        "TurnEngine.turn",
         request.sessionId,
         Effect.gen(function* () {
           const sid = request.sessionId
@@ -533,6 +565,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           const emit = options.emit ?? (() => Effect.void)
           const manifest = yield* manifestOf(sid, options)
           const { name: modelName, model } = yield* resolveModel(request, manifest, options)
+          yield* Effect.annotateCurrentSpan("ctxo.model", modelName)
           const before = yield* history.load(sid)
           const began = {
             input: request.input,
@@ -594,18 +627,21 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           }
           const started = yield* provide(startTurn(sid, began))
           yield* emit({ type: "turn", turn: started.turn, resumed: started.resumed })
+          yield* Effect.annotateCurrentSpan("ctxo.turn", started.turn)
           return yield* steps(sid, started.turn, manifest, model, modelName, driver, options)
         })
       )
 
     const continueTurn: Service["continueTurn"] = (request, driver, options) =>
-      store.withSessionLock(
+      underLock(
+        "TurnEngine.continueTurn",
         request.sessionId,
         Effect.gen(function* () {
           const sid = request.sessionId
           yield* requireActive(sid)
           const manifest = yield* manifestOf(sid, options)
           const { name: modelName, model } = yield* resolveModel(request, manifest, options)
+          yield* Effect.annotateCurrentSpan("ctxo.model", modelName)
           const doc = yield* history.load(sid)
           const running = turnsOf(doc.messages).at(-1)
           const calls = new Map<string, string>()
@@ -640,12 +676,15 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         request.sessionId,
         Effect.gen(function* () {
           if (request.dryRun === true) yield* requireActive(request.sessionId)
-          // The session's last cut when the engine holds one; a preview adds no state of its own.
-          const previous = states.get(yield* keyOf(request.sessionId))?.compileState
+          // The session's last cut when the engine holds one for this history; a preview adds no
+          // state of its own.
+          const held = states.get(yield* keyOf(request.sessionId))
+          const doc = yield* history.load(request.sessionId)
+          const previous = held !== undefined && held.seen === doc ? held.compileState : undefined
           return yield* provide(
             compiler.compile({
               sessionId: request.sessionId,
-              history: yield* history.load(request.sessionId),
+              history: doc,
               defaultModel: request.defaultModel,
               ...(request.model === undefined ? {} : { model: request.model }),
               ...(request.format === undefined ? {} : { format: request.format }),

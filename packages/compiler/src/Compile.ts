@@ -34,7 +34,7 @@ import type { HistoryCorrupt } from "@ctxo/history/HistoryErrors"
 import { turnSpans } from "@ctxo/history/HistoryView"
 import type { HistoryDocument } from "@ctxo/history/Message"
 import { textOf, toolCallsOf } from "@ctxo/history/Message"
-import { Context, Effect, Either, Option } from "effect"
+import { Clock, Context, Effect, Either, Exit, Option } from "effect"
 import * as CompileCache from "./CompileCache.ts"
 import type {
   DuplicateInput,
@@ -176,7 +176,9 @@ export const compile = (
     }
 
     // 1. resolve sources
-    const sources = yield* resolveSources(ws, cache, options, warn)
+    const sources = yield* resolveSources(ws, cache, options, warn).pipe(
+      Effect.withSpan("Compiler.resolveSources")
+    )
     const { systemPrompt, turns } = sources
     // The deployment's default shares (the gateway's CTXO_BUDGET_SHARES), the manifest's over them.
     const defaults = Option.getOrUndefined(yield* Effect.serviceOption(CompileDefaults))
@@ -203,7 +205,7 @@ export const compile = (
           ? [...manifest.references, ...(options.references ?? [])]
           : (options.references ?? []),
       warn
-    })
+    }).pipe(Effect.withSpan("Compiler.mergeReferences"))
     const last = turns.at(-1)
     const runningTurn = input === "" && last !== undefined && !last.finished ? last : undefined
     const historyFile = manifest.chatHistory.source
@@ -248,13 +250,15 @@ export const compile = (
         ? {}
         : { outputReserveRatio: manifest.budget.outputReserveRatio })
     })
-    const units = yield* sources.collect({
-      query: askedFor,
-      counter,
-      rank,
-      budgetOf: (source) =>
-        Math.floor((manifest.budget.shares?.[source] ?? DEFAULT_SHARES[source] ?? 0) * available)
-    })
+    const units = yield* sources
+      .collect({
+        query: askedFor,
+        counter,
+        rank,
+        budgetOf: (source) =>
+          Math.floor((manifest.budget.shares?.[source] ?? DEFAULT_SHARES[source] ?? 0) * available)
+      })
+      .pipe(Effect.withSpan("Compiler.collect"))
 
     // The tools source: the client's, and the offered ones the input wants.
     const toolChoice = selectTools({
@@ -296,6 +300,8 @@ export const compile = (
         ...(options.previous === undefined ? {} : { previous: options.previous }),
         recall: { query: askedFor, rank }
       })
+    // Measured as its own stage (pure code: the span starts before it and ends after it).
+    const selectSpan = yield* Effect.makeSpan("Compiler.selectBlocks")
     let v = 0
     let selection: Either.Either<Selection, BudgetExceeded> = selectWith(v)
     if (Either.isLeft(selection) && running !== undefined && running.variants > 0) {
@@ -314,6 +320,7 @@ export const compile = (
       }
       if (found !== undefined) selection = found
     }
+    selectSpan.end(yield* Clock.currentTimeNanos, Exit.void)
     const selected = yield* orElseFail(selection)
     const { historyStartTurn, reducedTurns, leftOutTurns } = selected
     // The offered tools the input does not want, in the ledger with why.
@@ -343,11 +350,14 @@ export const compile = (
       )
 
     // 4. format
+    const formatSpan = yield* Effect.makeSpan("Compiler.format")
     const composition = yield* orElseFail(formatter.compose(fitted.included))
     const rendered = formatter.render(composition)
+    formatSpan.end(yield* Clock.currentTimeNanos, Exit.void)
 
     // 5. emit
-    return emit({
+    const emitSpan = yield* Effect.makeSpan("Compiler.emit")
+    const result = emit({
       cache,
       model: model.id,
       counter,
@@ -359,4 +369,12 @@ export const compile = (
       warnings,
       ...(options.previous === undefined ? {} : { previous: options.previous })
     })
+    emitSpan.end(yield* Clock.currentTimeNanos, Exit.void)
+    yield* Effect.annotateCurrentSpan({
+      "ctxo.session": sid,
+      "ctxo.model": model.id,
+      "ctxo.tokens.used": result.report.total ?? 0,
+      "ctxo.tokens.available": available
+    })
+    return result
   }).pipe(Effect.withSpan("Compiler.compile"))

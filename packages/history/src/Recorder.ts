@@ -28,7 +28,7 @@ export const startTurn = (
       const began = beginTurn(doc, options)
       return Effect.succeed([began, began.doc] as const)
     })
-  )
+  ).pipe(Effect.withSpan("Recorder.startTurn", { attributes: { "ctxo.session": sessionId } }))
 
 /** The conflict when the options' key opened a turn whose input was a different message. */
 export const keyConflict = (
@@ -52,6 +52,8 @@ export const recordStep = (
       const { doc: next, message } = appendStep(doc, turn, step)
       return Effect.succeed([message, next] as const)
     })
+  ).pipe(
+    Effect.withSpan("Recorder.recordStep", { attributes: { "ctxo.session": sessionId, "ctxo.turn": turn } })
   )
 
 /**
@@ -91,7 +93,11 @@ export const recordToolResult = (
       })
       return Effect.succeed([message, next] as const)
     })
-  })
+  }).pipe(
+    Effect.withSpan("Recorder.recordToolResult", {
+      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn }
+    })
+  )
 
 export const endTurn = (
   sessionId: string,
@@ -104,4 +110,6 @@ export const endTurn = (
       const { doc: next, message } = finishTurn(doc, turn, text, usage)
       return Effect.succeed([message, next] as const)
     })
+  ).pipe(
+    Effect.withSpan("Recorder.endTurn", { attributes: { "ctxo.session": sessionId, "ctxo.turn": turn } })
   )

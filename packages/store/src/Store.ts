@@ -60,6 +60,7 @@ import {
   unlinkInside,
   writeInside
 } from "./internal/safeFs.ts"
+import { timedWait } from "./LockSpan.ts"
 import {
   checkPath,
   checkSessionId,
@@ -346,7 +347,12 @@ export const sessionLocks = (storeKey: string) => {
           lock.users++
           return lock
         }),
-        (lock) => lock.semaphore.withPermits(1)(Effect.locally(effect, heldLocks, HashSet.add(held, key))),
+        (lock) =>
+          timedWait(sessionId, (entered) =>
+            lock.semaphore.withPermits(1)(
+              Effect.zipRight(entered, Effect.locally(effect, heldLocks, HashSet.add(held, key)))
+            )
+          ),
         (lock) =>
           Effect.sync(() => {
             lock.users--

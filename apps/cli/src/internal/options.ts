@@ -26,7 +26,10 @@ export const dataOption = (description: string) =>
  * The turn engine over a data root, with memory as a source of every compile (as the gateway
  * wires it), the deterministic summarizer and a compile cache owned by the command.
  */
-export const engineOn = (root: string, models: Option.Option<string>) => {
+export const engineOn = (root: string, models: Option.Option<string>) => engineOver(Store.layer(root), models)
+
+/** The same over any store (a data root's, or one in PostgreSQL). */
+export const engineOver = <E, R>(store: Layer.Layer<Store.Store, E, R>, models: Option.Option<string>) => {
   const base = Layer.mergeAll(
     Workspace.layerStore,
     HistoryStore.layerStore,
@@ -35,6 +38,6 @@ export const engineOn = (root: string, models: Option.Option<string>) => {
     TurnEngine.seamsLive,
     Summarizer.layerDeterministic,
     CompileCache.layer
-  ).pipe(Layer.provideMerge(Store.layer(root)))
+  ).pipe(Layer.provideMerge(store))
   return TurnEngine.layer.pipe(Layer.provideMerge(Memory.layer()), Layer.provideMerge(base))
 }

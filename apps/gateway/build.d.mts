@@ -1,0 +1,2 @@
+export declare const outfile: string
+export declare const ensureBuilt: () => Promise<boolean>
