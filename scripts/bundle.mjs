@@ -15,19 +15,38 @@
  * `ensureBuilt` is the same rule for any build output (the workbench page, `apps/web/dist`, built
  * by Vite): built again when a file it is made of is newer than the output's stamp file.
  */
-import { existsSync, mkdirSync, readdirSync, renameSync, statSync, utimesSync, writeFileSync } from "node:fs"
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync
+} from "node:fs"
 import { basename, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const here = fileURLToPath(import.meta.url)
 const root = join(dirname(here), "..")
 
-/** Builds `entry` into `outfile` (and its source map), with `banner` first (a shebang, for a bin). */
+/**
+ * Builds `entry` into `outfile` (and its source map), with `banner` first (a shebang, for a bin).
+ * A module the code imports dynamically (`import("./x.ts")`) is a chunk beside it
+ * (`chunk-<name>-<hash>.js`, as is code such a chunk shares with the entry), loaded only when it is
+ * first imported: what a start does not need (the gateway's 3.4 MB API reference page) is not parsed
+ * at start. Chunks sit in the entry's folder, so `import.meta.url` paths resolve as from the entry.
+ */
 export const bundle = async ({ entry, outfile, banner = "" }) => {
   const { build } = await import("esbuild")
+  const outdir = dirname(outfile)
   const result = await build({
     entryPoints: [entry],
-    outfile,
+    outdir,
+    entryNames: basename(outfile).replace(/\.js$/, ""),
+    chunkNames: "chunk-[name]-[hash]",
+    splitting: true,
     bundle: true,
     platform: "node",
     target: "node20",
@@ -44,17 +63,21 @@ export const bundle = async ({ entry, outfile, banner = "" }) => {
     write: false,
     logLevel: "warning"
   })
-  // The map first, the bundle last: each whole, by rename.
+  // Chunks and maps first, the entry last: each whole, by rename; then the chunks of earlier
+  // builds go (a start meanwhile runs the new entry, whose chunks are all in place).
   const files = [
     ...result.outputFiles.filter((f) => f.path !== outfile),
     ...result.outputFiles.filter((f) => f.path === outfile)
   ]
-  mkdirSync(dirname(outfile), { recursive: true })
+  mkdirSync(outdir, { recursive: true })
   for (const file of files) {
     const temporary = `${file.path}.${process.pid}.tmp`
     writeFileSync(temporary, file.contents)
     renameSync(temporary, file.path)
   }
+  const written = new Set(files.map((f) => basename(f.path)))
+  for (const name of readdirSync(outdir))
+    if (/^chunk-.*\.js(\.map)?$/.test(name) && !written.has(name)) rmSync(join(outdir, name), { force: true })
 }
 
 /** The newest modification time of the files under `dir` (0 when it does not exist). */

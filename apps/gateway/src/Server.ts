@@ -28,7 +28,6 @@ import * as Summarizer from "@ctxo/history/Summarizer"
 import * as Embedder from "@ctxo/retrieval/Embedder"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpApiScalar from "@effect/platform/HttpApiScalar"
 import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -41,6 +40,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Config, Effect, Layer, Option, Stream } from "effect"
 import { authorize, busyRefusal, newRequestId, refusalBody } from "./Admission.ts"
 import * as ChatCompletions from "./ChatCompletions.ts"
+import * as Docs from "./Docs.ts"
 import {
   boundErrorBody,
   clip,
@@ -365,9 +365,8 @@ export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngi
       const routes = HttpApiBuilder.serve(
         middleware({ maxBodyBytes: config.maxBodyBytes, dataRoot: resolve(config.dataDir) }, access)
       ).pipe(
-        Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+        Layer.provide(Docs.layer),
         Layer.provide(Web.layerAt(config.webDir ?? Web.defaultWebDir)),
-        Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
         Layer.provide(ApiLive)
       )
       return Layer.merge(routes, Lane.layer).pipe(

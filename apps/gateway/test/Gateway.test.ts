@@ -212,6 +212,11 @@ describe("OpenAPI and docs", () => {
     )
     expect(docs.status).toBe(200)
     expect(docs.text).toContain("<html")
+    // The Scalar reference over the contract's paths, its script inline (it works offline).
+    expect(docs.text).toContain('id="api-reference"')
+    expect(docs.text).toContain("/api/session/{id}/chat")
+    expect(docs.text).not.toMatch(/<script src="https?:/)
+    expect(docs.text.length).toBeGreaterThan(1_000_000)
   })
 })
 
