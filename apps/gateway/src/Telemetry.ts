@@ -3,8 +3,8 @@
  * `OTEL_EXPORTER_OTLP_ENDPOINT` is set, the spans of every request (the HTTP request, a turn's
  * stages: decode, the session's lock, compaction, each compile stage, the upstream call, each
  * recorded step) go to `<endpoint>/v1/traces` and the gateway's metrics (the same as `GET /metrics`)
- * to `<endpoint>/v1/metrics`, both over OTLP/HTTP; when it is not set nothing is exported and no
- * exporter is made. Every span carries `ctxo.request_id` (the request's `x-request-id`), as every
+ * to `<endpoint>/v1/metrics`, both over OTLP/HTTP; when it is not set nothing is exported, no
+ * exporter is made and the tracer is off (no span is made). Every span carries `ctxo.request_id` (the request's `x-request-id`), as every
  * log line of a request carries `requestId`.
  *
  * | variable | default | what |
@@ -65,7 +65,8 @@ export const layer: Layer.Layer<never, never> = Layer.unwrapEffect(
   Effect.gen(function* () {
     const endpoint = yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT"))
     const interval = yield* Config.integer("OTEL_METRIC_EXPORT_INTERVAL").pipe(Config.withDefault(60_000))
-    if (Option.isNone(endpoint) || endpoint.value.trim() === "") return Layer.empty
+    // No collector: no span is made at all (Effect's own tracer would still make each one).
+    if (Option.isNone(endpoint) || endpoint.value.trim() === "") return Layer.setTracerEnabled(false)
     const base = endpoint.value.trim().replace(/\/+$/, "")
     return layerWith({
       spans: [new BatchSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces` }))],
@@ -102,7 +103,8 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
       ),
       Stream.withSpan("ModelClient.complete", {
         kind: "client",
-        attributes: { "ctxo.model": request.model, "ctxo.upstream": client.upstream }
+        attributes: { "ctxo.model": request.model, "ctxo.upstream": client.upstream },
+        captureStackTrace: false
       })
     ),
   passthrough: (body) =>
@@ -113,7 +115,8 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
       }),
       Effect.withSpan("ModelClient.passthrough", {
         kind: "client",
-        attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream }
+        attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream },
+        captureStackTrace: false
       })
     ),
   passthroughStream: (body) =>
@@ -124,7 +127,8 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
       }),
       Stream.withSpan("ModelClient.passthroughStream", {
         kind: "client",
-        attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream }
+        attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream },
+        captureStackTrace: false
       })
     )
 })

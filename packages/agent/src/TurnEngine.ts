@@ -547,7 +547,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             )
           })
         )
-        .pipe(Effect.withSpan(span, { attributes: { "ctxo.session": sessionId } }))
+        .pipe(Effect.withSpan(span, { attributes: { "ctxo.session": sessionId }, captureStackTrace: false }))
 
     const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>
       Effect.gen(function* () {

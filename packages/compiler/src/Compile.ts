@@ -65,6 +65,9 @@ export { chatMessagesOf, openAIChatMessage } from "./internal/units.ts"
 
 export const DEFAULT_MODEL = "openai/gpt-4o"
 
+/** The compile's spans capture no stack trace: every compile makes seven, and each trace is an Error. */
+const noStack = { captureStackTrace: false } as const
+
 /**
  * What a deployment sets for every compile (the gateway's config): default shares by source,
  * replacing seed 003's where given; a manifest's `budget.shares` still win over them.
@@ -177,7 +180,7 @@ export const compile = (
 
     // 1. resolve sources
     const sources = yield* resolveSources(ws, cache, options, warn).pipe(
-      Effect.withSpan("Compiler.resolveSources")
+      Effect.withSpan("Compiler.resolveSources", noStack)
     )
     const { systemPrompt, turns } = sources
     // The deployment's default shares (the gateway's CTXO_BUDGET_SHARES), the manifest's over them.
@@ -205,7 +208,7 @@ export const compile = (
           ? [...manifest.references, ...(options.references ?? [])]
           : (options.references ?? []),
       warn
-    }).pipe(Effect.withSpan("Compiler.mergeReferences"))
+    }).pipe(Effect.withSpan("Compiler.mergeReferences", noStack))
     const last = turns.at(-1)
     const runningTurn = input === "" && last !== undefined && !last.finished ? last : undefined
     const historyFile = manifest.chatHistory.source
@@ -258,7 +261,7 @@ export const compile = (
         budgetOf: (source) =>
           Math.floor((manifest.budget.shares?.[source] ?? DEFAULT_SHARES[source] ?? 0) * available)
       })
-      .pipe(Effect.withSpan("Compiler.collect"))
+      .pipe(Effect.withSpan("Compiler.collect", noStack))
 
     // The tools source: the client's, and the offered ones the input wants.
     const toolChoice = selectTools({
@@ -301,7 +304,7 @@ export const compile = (
         recall: { query: askedFor, rank }
       })
     // Measured as its own stage (pure code: the span starts before it and ends after it).
-    const selectSpan = yield* Effect.makeSpan("Compiler.selectBlocks")
+    const selectSpan = yield* Effect.makeSpan("Compiler.selectBlocks", noStack)
     let v = 0
     let selection: Either.Either<Selection, BudgetExceeded> = selectWith(v)
     if (Either.isLeft(selection) && running !== undefined && running.variants > 0) {
@@ -350,13 +353,13 @@ export const compile = (
       )
 
     // 4. format
-    const formatSpan = yield* Effect.makeSpan("Compiler.format")
+    const formatSpan = yield* Effect.makeSpan("Compiler.format", noStack)
     const composition = yield* orElseFail(formatter.compose(fitted.included))
     const rendered = formatter.render(composition)
     formatSpan.end(yield* Clock.currentTimeNanos, Exit.void)
 
     // 5. emit
-    const emitSpan = yield* Effect.makeSpan("Compiler.emit")
+    const emitSpan = yield* Effect.makeSpan("Compiler.emit", noStack)
     const result = emit({
       cache,
       model: model.id,
@@ -377,4 +380,4 @@ export const compile = (
       "ctxo.tokens.available": available
     })
     return result
-  }).pipe(Effect.withSpan("Compiler.compile"))
+  }).pipe(Effect.withSpan("Compiler.compile", noStack))

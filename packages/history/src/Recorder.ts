@@ -28,7 +28,12 @@ export const startTurn = (
       const began = beginTurn(doc, options)
       return Effect.succeed([began, began.doc] as const)
     })
-  ).pipe(Effect.withSpan("Recorder.startTurn", { attributes: { "ctxo.session": sessionId } }))
+  ).pipe(
+    Effect.withSpan("Recorder.startTurn", {
+      attributes: { "ctxo.session": sessionId },
+      captureStackTrace: false
+    })
+  )
 
 /** The conflict when the options' key opened a turn whose input was a different message. */
 export const keyConflict = (
@@ -53,7 +58,10 @@ export const recordStep = (
       return Effect.succeed([message, next] as const)
     })
   ).pipe(
-    Effect.withSpan("Recorder.recordStep", { attributes: { "ctxo.session": sessionId, "ctxo.turn": turn } })
+    Effect.withSpan("Recorder.recordStep", {
+      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
+      captureStackTrace: false
+    })
   )
 
 /**
@@ -95,7 +103,8 @@ export const recordToolResult = (
     })
   }).pipe(
     Effect.withSpan("Recorder.recordToolResult", {
-      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn }
+      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
+      captureStackTrace: false
     })
   )
 
@@ -111,5 +120,8 @@ export const endTurn = (
       return Effect.succeed([message, next] as const)
     })
   ).pipe(
-    Effect.withSpan("Recorder.endTurn", { attributes: { "ctxo.session": sessionId, "ctxo.turn": turn } })
+    Effect.withSpan("Recorder.endTurn", {
+      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
+      captureStackTrace: false
+    })
   )

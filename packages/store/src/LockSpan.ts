@@ -10,11 +10,14 @@ export const timedWait = <A, E, R>(
   sessionId: string,
   take: (entered: Effect.Effect<void>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  Effect.flatMap(Effect.makeSpan("Store.lock", { attributes: { "ctxo.session": sessionId } }), (span) => {
-    const end = Effect.flatMap(Clock.currentTimeNanos, (now) =>
-      Effect.sync(() => {
-        if (span.status._tag === "Started") span.end(now, Exit.void)
-      })
-    )
-    return Effect.ensuring(take(end), end)
-  })
+  Effect.flatMap(
+    Effect.makeSpan("Store.lock", { attributes: { "ctxo.session": sessionId }, captureStackTrace: false }),
+    (span) => {
+      const end = Effect.flatMap(Clock.currentTimeNanos, (now) =>
+        Effect.sync(() => {
+          if (span.status._tag === "Started") span.end(now, Exit.void)
+        })
+      )
+      return Effect.ensuring(take(end), end)
+    }
+  )
