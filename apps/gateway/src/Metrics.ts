@@ -18,21 +18,11 @@
  * stream) by the model client (`instrumentServices` wraps it) and logged once, when the response
  * is sent or, for a stream, when the stream ended.
  */
-import { ModelClient, type Service as ModelClientService } from "@ctxo/agent/ModelClient"
+import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
 import { compactionsTotal, refusalsTotal } from "@ctxo/agent/TurnEngine"
 import { Api } from "@ctxo/api/Api"
 import * as HttpApi from "@effect/platform/HttpApi"
-import {
-  Context,
-  Effect,
-  FiberRef,
-  Layer,
-  Metric,
-  MetricBoundaries,
-  MetricState,
-  Option,
-  Stream
-} from "effect"
+import { Effect, FiberRef, Metric, MetricBoundaries, MetricState, Option, Stream } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 
 // --- the metrics
@@ -201,18 +191,7 @@ export const instrumentClient = (client: ModelClientService): ModelClientService
 })
 
 /** A layer's output with its model client (if it has one) measured. */
-export const instrumentServices = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
-  Layer.map(layer, (context) =>
-    Option.match(Context.getOption(context as Context.Context<ModelClient>, ModelClient), {
-      onNone: () => context,
-      onSome: (client) =>
-        Context.add(
-          context as Context.Context<ModelClient>,
-          ModelClient,
-          instrumentClient(client)
-        ) as Context.Context<A>
-    })
-  )
+export const instrumentServices = wrapClient(instrumentClient)
 
 // --- routes as labels: the contract's path templates, never raw URLs
 

@@ -14,7 +14,7 @@
  * | OTEL_METRIC_EXPORT_INTERVAL | 60000 | milliseconds between two metric exports |
  */
 
-import { ModelClient, type Service as ModelClientService } from "@ctxo/agent/ModelClient"
+import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
 import * as OtelMetrics from "@effect/opentelemetry/Metrics"
 import * as Resource from "@effect/opentelemetry/Resource"
 import * as Tracer from "@effect/opentelemetry/Tracer"
@@ -22,7 +22,7 @@ import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
 import { type MetricReader, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
 import { BasicTracerProvider, BatchSpanProcessor, type SpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Config, Context, Effect, Layer, Option, Stream } from "effect"
+import { Config, Effect, Layer, Option, Stream } from "effect"
 
 /** The attribute every span of a request carries: its `x-request-id`. */
 export const REQUEST_ID = "ctxo.request_id"
@@ -134,15 +134,4 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
 })
 
 /** A layer's output with its model client (if it has one) traced. */
-export const traceServices = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
-  Layer.map(layer, (context) =>
-    Option.match(Context.getOption(context as Context.Context<ModelClient>, ModelClient), {
-      onNone: () => context,
-      onSome: (client) =>
-        Context.add(
-          context as Context.Context<ModelClient>,
-          ModelClient,
-          traceClient(client)
-        ) as Context.Context<A>
-    })
-  )
+export const traceServices = wrapClient(traceClient)

@@ -167,6 +167,18 @@ export interface ChunkReader {
 
 export class ModelClient extends Context.Tag("@ctxo/gateway/ModelClient")<ModelClient, Service>() {}
 
+/** A layer's output with its model client (if it has one) wrapped by `f` (measured, traced). */
+export const wrapClient =
+  (f: (client: Service) => Service) =>
+  <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
+    Layer.map(layer, (context) =>
+      Option.match(Context.getOption(context as Context.Context<ModelClient>, ModelClient), {
+        onNone: () => context,
+        onSome: (client) =>
+          Context.add(context as Context.Context<ModelClient>, ModelClient, f(client)) as Context.Context<A>
+      })
+    )
+
 /** The headers a client's retry logic reads: `retry-after`, `retry-after-ms` and `x-ratelimit-*`. */
 export const rateLimitHeaders = (
   headers: { forEach: (f: (value: string, key: string) => void) => void } | undefined
