@@ -35,7 +35,22 @@ import type { CompileResult } from "@ctxo/compiler/Compile"
 import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { Store } from "@ctxo/store/Store"
-import { Cause, Context, Effect, Either, Exit, Fiber, Layer, Option, Runtime, Schema, Stream } from "effect"
+import {
+  Cause,
+  Context,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  FiberRef,
+  FiberRefs,
+  Layer,
+  Option,
+  Runtime,
+  Schema,
+  Stream,
+  type Tracer
+} from "effect"
 import {
   boundErrorBody,
   type DomainError,
@@ -45,6 +60,7 @@ import {
 } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
 import * as Metrics from "./Metrics.ts"
+import { REQUEST_ID } from "./Telemetry.ts"
 import { CurrentTenant } from "./Tenancy.ts"
 
 /** A chat completion's answer, before a transport writes it. */
@@ -377,7 +393,12 @@ export const make = Effect.gen(function* () {
    * the request's tenant, facts and log annotations. JSON: its result; a stream: its frames as the
    * turn offers them, the status decided by the first.
    */
-  const session = (body: Body, sessionId: string, request: CompletionRequest): Promise<Answer> => {
+  const session = (
+    body: Body,
+    sessionId: string,
+    request: CompletionRequest,
+    parent: Tracer.AnySpan | undefined
+  ): Promise<Answer> => {
     const { stats } = request
     const frames = frameQueue()
     const out: StreamOut = { headers: () => ({}) }
@@ -388,7 +409,8 @@ export const make = Effect.gen(function* () {
       Effect.locally(CurrentTenant, request.tenant),
       Effect.locally(Metrics.CurrentRequest, stats),
       Effect.annotateLogs({ requestId: stats.requestId, tenant: request.tenant }),
-      Effect.annotateSpans("ctxo.request_id", stats.requestId)
+      Effect.annotateSpans(REQUEST_ID, stats.requestId),
+      (effect) => (parent === undefined ? effect : Effect.withParentSpan(effect, parent))
     )
     return new Promise<Answer>((resolve) => {
       const fiber = Runtime.runFork(runtime)(program)
@@ -611,26 +633,83 @@ export const make = Effect.gen(function* () {
     text: sentTextOf(answer as object) ?? JSON.stringify(answer)
   })
 
-  return {
-    answer: async (request) => {
-      const { stats } = request
-      const parsed = parseBody(request.text)
-      if (Either.isLeft(parsed)) return errorAnswer(parsed.left, stats)
-      const body = parsed.right
-      stats.model ??= Metrics.requestModelOf(body)
-      const sessionId =
-        header(request.headers, "x-ctxo-session") ??
-        (typeof body.metadata?.session_id === "string" ? body.metadata.session_id : undefined)
-      stats.session ??= sessionId?.slice(0, 200)
-      try {
-        return sessionId === undefined
-          ? await proxy(body, stats, request.onGone)
-          : await session(body, sessionId, request)
-      } catch (e) {
-        Runtime.runFork(runtime)(Effect.logError("chat completion failed", e))
-        return serverError(stats)
-      }
+  const untraced = async (
+    request: CompletionRequest,
+    parent: Tracer.AnySpan | undefined
+  ): Promise<Answer> => {
+    const { stats } = request
+    const parsed = parseBody(request.text)
+    if (Either.isLeft(parsed)) return errorAnswer(parsed.left, stats)
+    const body = parsed.right
+    stats.model ??= Metrics.requestModelOf(body)
+    const sessionId =
+      header(request.headers, "x-ctxo-session") ??
+      (typeof body.metadata?.session_id === "string" ? body.metadata.session_id : undefined)
+    stats.session ??= sessionId?.slice(0, 200)
+    try {
+      return sessionId === undefined
+        ? await proxy(body, stats, request.onGone)
+        : await session(body, sessionId, request, parent)
+    } catch (e) {
+      Runtime.runFork(runtime)(Effect.logError("chat completion failed", e))
+      return serverError(stats)
     }
+  }
+
+  // With a tracer (OTEL_EXPORTER_OTLP_ENDPOINT): each request a span of its own (the lane runs no
+  // HTTP server span), a session's turn under it, ended when the answer is out (a stream: at its
+  // last frame, or when the client went away), with the request's facts. Without one: no span.
+  const tracing = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentTracerEnabled)
+  const traced = (request: CompletionRequest) =>
+    new Promise<Answer>((resolve) => {
+      const { stats } = request
+      Runtime.runFork(runtime)(
+        Effect.useSpan(
+          "POST /v1/chat/completions",
+          { kind: "server", captureStackTrace: false, attributes: { [REQUEST_ID]: stats.requestId ?? "" } },
+          (span) =>
+            Effect.async<void>((resume) => {
+              let ended = false
+              const end = () => {
+                if (ended) return
+                ended = true
+                for (const [key, value] of [
+                  ["ctxo.session", stats.session],
+                  ["ctxo.model", stats.model],
+                  ["ctxo.tokens.in", stats.tokensIn],
+                  ["ctxo.tokens.out", stats.tokensOut],
+                  ["ctxo.error", stats.error],
+                  ["ctxo.upstream_status", stats.upstreamStatus]
+                ] as const)
+                  if (value !== undefined) span.attribute(key, value)
+                resume(Effect.void)
+              }
+              void untraced(request, span).then((answer) => {
+                if (answer._tag === "Json") {
+                  span.attribute("http.response.status_code", answer.status)
+                  resolve(answer)
+                  return end()
+                }
+                resolve({
+                  ...answer,
+                  next: () =>
+                    answer.next().then((frame) => {
+                      if (frame === undefined) end()
+                      return frame
+                    }),
+                  cancel: () => {
+                    answer.cancel()
+                    end()
+                  }
+                })
+              })
+            })
+        )
+      )
+    })
+
+  return {
+    answer: (request) => (tracing ? traced(request) : untraced(request, undefined))
   } satisfies Service
 })
 

@@ -148,6 +148,56 @@ describe("traces", () => {
     }
   })
 
+  it("a /v1/chat/completions request on the lane is a span of its own, a session's turn under it", async () => {
+    const exporter = new InMemorySpanExporter()
+    const gw = await start(Telemetry.layerWith({ spans: [new SimpleSpanProcessor(exporter)] }))
+    try {
+      const post = (requestId: string, headers: Record<string, string>, stream: boolean) =>
+        fetch(`${gw.baseUrl}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-request-id": requestId, ...headers },
+          body: JSON.stringify({
+            model: "gpt-4o",
+            stream,
+            ...(stream ? { stream_options: { include_usage: true } } : {}),
+            messages: [{ role: "user", content: "Hello there" }]
+          })
+        }).then(async (r) => {
+          expect(r.status).toBe(200)
+          await r.text()
+        })
+      await post("lane-proxy", {}, true)
+      await post("lane-session", { "x-ctxo-session": "notebook-physics" }, false)
+      await new Promise((r) => setTimeout(r, 200))
+      const spans = exporter.getFinishedSpans()
+      const requestOf = (id: string) => {
+        const found = spans.filter(
+          (s) => s.name === "POST /v1/chat/completions" && s.attributes[Telemetry.REQUEST_ID] === id
+        )
+        expect(found, id).toHaveLength(1)
+        return found[0]!
+      }
+      // The proxied stream: its model and the tokens the upstream reported, ended with the stream.
+      const proxied = requestOf("lane-proxy")
+      expect(proxied.parentSpanContext?.spanId).toBeUndefined()
+      expect(proxied.attributes).toMatchObject({ "ctxo.model": "gpt-4o" })
+      expect(proxied.attributes["ctxo.tokens.out"]).toBeGreaterThan(0)
+      // The session's turn is a child of its request, in the same trace.
+      const request = requestOf("lane-session")
+      expect(request.attributes).toMatchObject({
+        "ctxo.session": "notebook-physics",
+        "http.response.status_code": 200
+      })
+      const turn = spans.find(
+        (s) => s.name === "TurnEngine.turn" && s.attributes[Telemetry.REQUEST_ID] === "lane-session"
+      )
+      expect(turn?.parentSpanContext?.spanId).toBe(request.spanContext().spanId)
+      expect(turn?.spanContext().traceId).toBe(request.spanContext().traceId)
+    } finally {
+      await gw.close()
+    }
+  })
+
   it("OTEL_EXPORTER_OTLP_ENDPOINT sends spans and metrics to the collector over OTLP/HTTP; unset, nothing is sent", async () => {
     const received: Array<{ readonly path: string; readonly body: string }> = []
     const collector: Server = createServer((req, res) => {
