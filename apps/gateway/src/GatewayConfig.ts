@@ -35,7 +35,7 @@ import type { NamedUpstream } from "@ctxo/agent/ModelClient"
 import { DEFAULT_LIMITS } from "@ctxo/agent/Orchestrator"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import type { RunLimits } from "@ctxo/store/Runs"
-import { type DatabaseOptions, optionsConfig as databaseConfig } from "@ctxo/store-pg/Database"
+import { type DatabaseOptions, optionsConfig as databaseConfig } from "@ctxo/store-pg/DatabaseConfig"
 import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { readKeys } from "./Keys.ts"
 

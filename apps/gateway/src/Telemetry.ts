@@ -15,50 +15,21 @@
  */
 
 import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
-import * as OtelMetrics from "@effect/opentelemetry/Metrics"
-import * as Resource from "@effect/opentelemetry/Resource"
-import * as Tracer from "@effect/opentelemetry/Tracer"
-import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-http"
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
-import { type MetricReader, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
-import { BasicTracerProvider, BatchSpanProcessor, type SpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Config, Effect, Layer, Option, Stream } from "effect"
+import type { OtelOptions } from "./internal/Otel.ts"
 
 /** The attribute every span of a request carries: its `x-request-id`. */
 export const REQUEST_ID = "ctxo.request_id"
 
-const resource = Resource.layerFromEnv(
-  Resource.configToAttributes({ serviceName: "ctxo-gateway", serviceVersion: "0.1.0" })
-)
-
-/** Spans to `processors` and (when given) the metrics to `readers`. */
-export const layerWith = (options: {
-  readonly spans: ReadonlyArray<SpanProcessor>
-  readonly metrics?: ReadonlyArray<MetricReader>
-}): Layer.Layer<never> => {
-  const provider = Layer.scoped(
-    Tracer.OtelTracerProvider,
-    Effect.flatMap(Resource.Resource, (r) =>
-      Effect.acquireRelease(
-        Effect.sync(() => new BasicTracerProvider({ resource: r, spanProcessors: [...options.spans] })),
-        (p) =>
-          Effect.promise(() => p.forceFlush().then(() => p.shutdown())).pipe(
-            Effect.interruptible,
-            Effect.timeoutOption("3 seconds")
-          )
-      )
-    )
+/**
+ * Spans to `processors` and (when given) the metrics to `readers`. The OpenTelemetry SDK and
+ * `@effect/opentelemetry` (`internal/Otel.ts`) are loaded when this layer is built, so a gateway
+ * without a collector does not parse them at start.
+ */
+export const layerWith = (options: OtelOptions): Layer.Layer<never> =>
+  Layer.unwrapEffect(
+    Effect.promise(() => import("./internal/Otel.ts")).pipe(Effect.map((otel) => otel.layerWith(options)))
   )
-  const tracing = Tracer.layer.pipe(Layer.provide(provider))
-  const readers = options.metrics ?? []
-  const metrics =
-    readers.length === 0
-      ? Layer.empty
-      : OtelMetrics.layer(() => readers as [MetricReader, ...Array<MetricReader>], {
-          shutdownTimeout: "3 seconds"
-        })
-  return Layer.mergeAll(tracing, metrics).pipe(Layer.provide(resource))
-}
 
 /** What `OTEL_EXPORTER_OTLP_ENDPOINT` asks for: OTLP/HTTP exporters, or nothing. */
 export const layer: Layer.Layer<never, never> = Layer.unwrapEffect(
@@ -67,16 +38,8 @@ export const layer: Layer.Layer<never, never> = Layer.unwrapEffect(
     const interval = yield* Config.integer("OTEL_METRIC_EXPORT_INTERVAL").pipe(Config.withDefault(60_000))
     // No collector: no span is made at all (Effect's own tracer would still make each one).
     if (Option.isNone(endpoint) || endpoint.value.trim() === "") return Layer.setTracerEnabled(false)
-    const base = endpoint.value.trim().replace(/\/+$/, "")
-    return layerWith({
-      spans: [new BatchSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces` }))],
-      metrics: [
-        new PeriodicExportingMetricReader({
-          exporter: new OTLPMetricExporter({ url: `${base}/v1/metrics` }),
-          exportIntervalMillis: interval
-        })
-      ]
-    })
+    const otel = yield* Effect.promise(() => import("./internal/Otel.ts"))
+    return otel.layerWith(otel.exportersTo(endpoint.value.trim().replace(/\/+$/, ""), interval))
   }).pipe(Effect.orDie)
 )
 

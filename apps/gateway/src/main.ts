@@ -7,7 +7,7 @@
 import { resolve } from "node:path"
 import { setFlagsFromString } from "node:v8"
 import { seedIfEmpty, makeUnsafe as storeOf } from "@ctxo/store/Store"
-import { labelOf } from "@ctxo/store-pg/Database"
+import { labelOf } from "@ctxo/store-pg/DatabaseConfig"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Option, Redacted } from "effect"
 import * as GatewayConfig from "./GatewayConfig.ts"

@@ -13,7 +13,7 @@ import type { ReadTracker } from "@ctxo/history/ReadTracker"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { Store } from "@ctxo/store/Store"
 import { Effect, Either } from "effect"
-import { RE2JS, RE2JSException } from "re2js"
+import type { RE2JS } from "re2js"
 
 const SEARCH_CAP = 200
 /** Files larger than this are skipped by `search`. */
@@ -21,11 +21,18 @@ const SEARCH_FILE_BYTES = 1_048_576
 /** `search` stops after scanning this much (and says so). */
 const SEARCH_TOTAL_BYTES = 8 * 1_048_576
 
+/** The RE2 engine, loaded by the first search (not when a process starts). */
+let re2: Promise<typeof import("re2js")> | undefined
+const loadRe2 = () => (re2 ??= import("re2js"))
+
 /**
  * A model-given pattern compiled for RE2 (linear time in the text, whatever the pattern), or the
  * reason it cannot be: RE2 has no backreferences and no lookaround.
  */
-const compileSearchPattern = (pattern: string): Either.Either<RE2JS, string> => {
+const compileSearchPattern = (
+  { RE2JS, RE2JSException }: typeof import("re2js"),
+  pattern: string
+): Either.Either<RE2JS, string> => {
   try {
     return Either.right(RE2JS.compile(pattern))
   } catch (e) {
@@ -222,11 +229,11 @@ export const runTool = (
           )
         }
         case "search": {
-          const compiled = compileSearchPattern(text("pattern") ?? "")
-          if (Either.isLeft(compiled)) return Effect.succeed(fail(compiled.left, "BAD_ARGUMENTS"))
-          const regex = compiled.right
           const under = (text("path") ?? "").replace(/\/$/, "")
           return Effect.gen(function* () {
+            const compiled = compileSearchPattern(yield* Effect.promise(loadRe2), text("pattern") ?? "")
+            if (Either.isLeft(compiled)) return fail(compiled.left, "BAD_ARGUMENTS")
+            const regex = compiled.right
             const matches: Array<{ file: string; line: number; text: string }> = []
             const skipped: Array<string> = []
             let total = 0

@@ -8,7 +8,7 @@
  * alone: for tests, replay and offline runs).
  */
 import { Config, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
-import OpenAI from "openai"
+import type OpenAI from "openai"
 import type { Message } from "./Message.ts"
 import { textOf, toolCallsOf, toolResultsOf } from "./Message.ts"
 
@@ -197,11 +197,18 @@ export interface OpenAISummarizerOptions {
 }
 
 export const makeOpenAI = (options: OpenAISummarizerOptions): Service => {
-  const client = new OpenAI({
-    apiKey: typeof options.apiKey === "string" ? options.apiKey : Redacted.value(options.apiKey),
-    ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
-    maxRetries: options.maxRetries ?? 2
-  })
+  // The SDK is loaded by the first summary, not when the layer is built: a gateway's start does not
+  // parse it.
+  let client: Promise<OpenAI> | undefined
+  const clientNow = () =>
+    (client ??= import("openai").then(
+      ({ default: OpenAI }) =>
+        new OpenAI({
+          apiKey: typeof options.apiKey === "string" ? options.apiKey : Redacted.value(options.apiKey),
+          ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
+          maxRetries: options.maxRetries ?? 2
+        })
+    ))
   return {
     summarize: (request) =>
       Effect.gen(function* () {
@@ -209,15 +216,17 @@ export const makeOpenAI = (options: OpenAISummarizerOptions): Service => {
         if (model === undefined) return yield* new SummarizerError({ reason: "no summary model configured" })
         const completion = yield* Effect.tryPromise({
           try: (signal) =>
-            client.chat.completions.create(
-              {
-                model,
-                messages: [
-                  { role: "system", content: SUMMARY_PROMPT },
-                  { role: "user", content: `${range(request)}\n\n${transcript(request.messages)}` }
-                ]
-              },
-              { signal }
+            clientNow().then((client) =>
+              client.chat.completions.create(
+                {
+                  model,
+                  messages: [
+                    { role: "system", content: SUMMARY_PROMPT },
+                    { role: "user", content: `${range(request)}\n\n${transcript(request.messages)}` }
+                  ]
+                },
+                { signal }
+              )
             ),
           catch: (error) =>
             new SummarizerError({ reason: error instanceof Error ? error.message : String(error) })

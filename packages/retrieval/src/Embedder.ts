@@ -9,7 +9,7 @@
  * `model` names the vector space: vectors are only ever compared with vectors of the same `model`.
  */
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
-import OpenAI from "openai"
+import type OpenAI from "openai"
 import { analyze } from "./Analyzer.ts"
 import { EmbeddingError } from "./RetrievalErrors.ts"
 
@@ -43,12 +43,19 @@ export const DEFAULT_BATCH_SIZE = 64
 const reasonOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 export const makeOpenAI = (options: OpenAIEmbedderOptions): Service => {
-  const client = new OpenAI({
-    apiKey: typeof options.apiKey === "string" ? options.apiKey : Redacted.value(options.apiKey),
-    ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
-    maxRetries: options.maxRetries ?? 2,
-    ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs })
-  })
+  // The SDK is loaded by the first call, not when the layer is built: a gateway's start does not
+  // parse it.
+  let client: Promise<OpenAI> | undefined
+  const clientNow = () =>
+    (client ??= import("openai").then(
+      ({ default: OpenAI }) =>
+        new OpenAI({
+          apiKey: typeof options.apiKey === "string" ? options.apiKey : Redacted.value(options.apiKey),
+          ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
+          maxRetries: options.maxRetries ?? 2,
+          ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs })
+        })
+    ))
   const model = options.dimensions === undefined ? options.model : `${options.model}@${options.dimensions}`
   const batchSize = Math.max(1, options.batchSize ?? DEFAULT_BATCH_SIZE)
   const fail = (reason: string) => new EmbeddingError({ model, reason })
@@ -57,15 +64,17 @@ export const makeOpenAI = (options: OpenAIEmbedderOptions): Service => {
     Effect.gen(function* () {
       const response = yield* Effect.tryPromise({
         try: (signal) =>
-          client.embeddings.create(
-            {
-              model: options.model,
-              input: [...batch],
-              // Plain floats: every OpenAI-compatible server speaks them (base64 is OpenAI's extension).
-              encoding_format: "float",
-              ...(options.dimensions === undefined ? {} : { dimensions: options.dimensions })
-            },
-            { signal }
+          clientNow().then((client) =>
+            client.embeddings.create(
+              {
+                model: options.model,
+                input: [...batch],
+                // Plain floats: every OpenAI-compatible server speaks them (base64 is OpenAI's extension).
+                encoding_format: "float",
+                ...(options.dimensions === undefined ? {} : { dimensions: options.dimensions })
+              },
+              { signal }
+            )
           ),
         catch: (error) => fail(reasonOf(error))
       })
