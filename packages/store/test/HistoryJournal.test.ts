@@ -17,6 +17,8 @@ import {
 import { open } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { Effect, Either } from "effect"
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
 import { diffHistory, JOURNAL_SEQ, readJournal, recordLine } from "../src/HistoryJournal.ts"
@@ -141,6 +143,22 @@ describe("the file store's history journal", () => {
     const text = await run(store.readHistory("s"))
     expect(JSON.parse(text!)).toMatchObject({ format: "ctxo.history/v1", messages: { length: 4 } })
     expect((await run(store.readFile("s", "messages.json"))).content).toBe(text)
+  })
+
+  it("keeps the session's document as it is now, not every earlier one", async () => {
+    // A full collection on demand (the test runner has no --expose-gc).
+    setFlagsFromString("--expose-gc")
+    const gc = runInNewContext("gc") as () => void
+    const { store } = await setup()
+    await run(add(store, "first"))
+    const first = new WeakRef((await run(store.readHistoryJson("s"))) as object)
+    for (let i = 0; i < 20; i++) await run(add(store, `message ${i}`))
+    expect(textsOf(await run(store.readHistoryJson("s")))).toHaveLength(21)
+    // A weak reference holds its object until the job that made or read it has ended.
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    gc()
+    // Each state the journal kept held the one before it: the first document was never collected.
+    expect(first.deref()).toBeUndefined()
   })
 
   it("reads back every change, in this store and in a new one (another process)", async () => {

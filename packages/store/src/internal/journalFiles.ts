@@ -97,6 +97,25 @@ interface HistoryState {
   readonly text: () => string | undefined
 }
 
+/**
+ * A state's `current` and `text`, made here and not inline: a closure made inside `append` or a fold
+ * keeps the whole scope it was made in, and that scope holds the state before it, whose closures
+ * held the one before that: every earlier document of the session stayed in memory (20 MB over
+ * 10,000 requests in the gateway's memory bench).
+ */
+const currentOf = (
+  json: unknown,
+  seq: number
+): (() => Either.Either<{ readonly json: unknown; readonly seq: number }, StoreError>) => {
+  const value = Either.right({ json, seq })
+  return () => value
+}
+const textOf = (json: unknown, seq: number) => memo(() => jsonText(withJournalSeq(json, seq)))
+const always =
+  <A>(value: A): (() => A) =>
+  () =>
+    value
+
 const memo = <A>(f: () => A): (() => A) => {
   let done = false
   let value: A
@@ -273,7 +292,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
             )
           )
         ),
-        text: () => baseText
+        text: always(baseText)
       })
     const folded = Either.flatMap(parseBase(), (base) =>
       Either.mapLeft(
@@ -287,8 +306,8 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       stampM,
       ...journal,
       records: applied,
-      current: () => Either.right({ json, seq }),
-      text: applied === 0 ? () => baseText : memo(() => jsonText(withJournalSeq(json, seq)))
+      current: currentOf(json, seq),
+      text: applied === 0 ? always(baseText) : textOf(json, seq)
     })
   }
 
@@ -420,7 +439,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         validBytes: 0,
         journalBytes: 0,
         current: state.current,
-        text: () => text
+        text: always(text)
       })
     })
 
@@ -492,8 +511,8 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         records: state.records + 1,
         validBytes: written.size,
         journalBytes: written.size,
-        current: () => Either.right({ json, seq }),
-        text: memo(() => jsonText(withJournalSeq(json, seq)))
+        current: currentOf(json, seq),
+        text: textOf(json, seq)
       }
       remember(sessionId, next)
       journaled.add(sessionId)
