@@ -290,6 +290,13 @@ interface SessionState {
 export interface EngineOptions {
   /** Sessions whose state is kept (least recently used beyond it is dropped; default 10,000). */
   readonly maxSessions?: number
+  /**
+   * Sessions whose last compile (and the history it was made from) is kept for the next one, the
+   * most recently used (default 256, as many as the history store keeps decoded). Another session's
+   * next compile starts afresh: the same request, made whole. A compile state holds the session's
+   * whole compiled context, so this bounds the engine's memory by its busiest sessions.
+   */
+  readonly maxCompiledSessions?: number
   /** State of a session idle this long is dropped (default 30 minutes). */
   readonly idleMs?: number
 }
@@ -325,6 +332,8 @@ export interface Service {
   readonly tracker: (sessionId: string) => Effect.Effect<ReadTracker>
   /** Sessions with state held now (bounded). */
   readonly sessions: () => number
+  /** Sessions whose last compile is held now for their next one (bounded by `maxCompiledSessions`). */
+  readonly compiledSessions: () => number
   /** Forgets a session's state (its history was replaced, e.g. restored from a checkpoint). */
   readonly reset: (sessionId: string) => Effect.Effect<void>
 }
@@ -344,6 +353,7 @@ type Needs =
 export const makeWith = (engineOptions: EngineOptions = {}) =>
   Effect.gen(function* () {
     const MAX_SESSIONS = engineOptions.maxSessions ?? 10_000
+    const MAX_COMPILED = engineOptions.maxCompiledSessions ?? 256
     const IDLE_MS = engineOptions.idleMs ?? 30 * 60_000
     const context = yield* Effect.context<Needs>()
     const store = Context.get(context, Store)
@@ -383,6 +393,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           )
 
     const states = new Map<string, SessionState>()
+    // The most recently used sessions' states, in use order: beyond MAX_COMPILED, the oldest one's
+    // compile state and history go (its read tracker stays with the rest of its state).
+    const warm = new Map<string, SessionState>()
     // Keyed by the store's scope (a tenant's data root) and the session: tenants never share state.
     const keyOf = (sessionId: string) => Effect.map(store.scope, (scope) => `${scope}\u0000${sessionId}`)
     const stateOf = (sessionId: string) => Effect.map(keyOf(sessionId), (key) => stateAt(key))
@@ -396,10 +409,19 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         for (const [k, s] of states) {
           if (now - s.touched < IDLE_MS && states.size < MAX_SESSIONS) break
           states.delete(k)
+          warm.delete(k)
         }
       }
       state.touched = now
       states.set(key, state)
+      warm.delete(key)
+      warm.set(key, state)
+      if (warm.size > MAX_COMPILED) {
+        const [oldest, cold] = warm.entries().next().value!
+        warm.delete(oldest)
+        cold.compileState = undefined
+        cold.seen = undefined
+      }
       return state
     }
 
@@ -706,7 +728,16 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         Effect.tapError(continueTurn(request, driver, options), countRefusal),
       tracker: (sessionId) => Effect.map(stateOf(sessionId), (state) => state.tracker),
       sessions: () => states.size,
-      reset: (sessionId) => Effect.map(keyOf(sessionId), (key) => void states.delete(key))
+      compiledSessions: () => {
+        let n = 0
+        for (const state of states.values()) if (state.compileState !== undefined) n++
+        return n
+      },
+      reset: (sessionId) =>
+        Effect.map(keyOf(sessionId), (key) => {
+          states.delete(key)
+          warm.delete(key)
+        })
     } satisfies Service
   })
 

@@ -42,6 +42,38 @@ describe("TurnEngine", () => {
     }).pipe(Effect.provide(services))
   )
 
+  it.effect(
+    "keeps the last compile of a bounded number of sessions; another one compiles afresh to the same request",
+    () =>
+      Effect.gen(function* () {
+        const bounded = yield* TurnEngine.makeWith({ maxCompiledSessions: 2 })
+        const unbounded = yield* TurnEngine.make
+        const sent: Array<unknown> = []
+        const recording: TurnEngine.Driver = {
+          model: (compiled) =>
+            Effect.sync(() => {
+              sent.push(compiled.request)
+              return { text: "noted", toolCalls: [] }
+            })
+        }
+        // The same first turn in s0-s5 on the bounded engine and in s6 on the other.
+        for (let i = 0; i < 6; i++) {
+          yield* bounded.turn({ sessionId: `s${i}`, input: "first" }, answer("hi"), options)
+          expect(bounded.compiledSessions()).toBeLessThanOrEqual(2)
+        }
+        yield* unbounded.turn({ sessionId: "s6", input: "first" }, answer("hi"), options)
+        expect(bounded.sessions()).toBe(6)
+        expect(bounded.compiledSessions()).toBe(2)
+        // s0's last compile is gone: its next turn is compiled whole, and sends what the engine that
+        // kept s6's sends for the same history.
+        yield* bounded.turn({ sessionId: "s0", input: "second" }, recording, options)
+        yield* unbounded.turn({ sessionId: "s6", input: "second" }, recording, options)
+        expect(sent).toHaveLength(2)
+        expect(sent[0]).toEqual(sent[1])
+        expect(bounded.compiledSessions()).toBe(2)
+      }).pipe(Effect.provide(services))
+  )
+
   it.effect("keeps two tenants' sessions of the same id apart (state keyed by the store's scope)", () =>
     Effect.gen(function* () {
       // A gateway's store forwards to the request's tenant: its scope is the tenant's data root.
