@@ -231,7 +231,7 @@ describe("the workbench", () => {
   it("ticks a block of a session file: references get { path, block }, the rest of the manifest kept", async () => {
     const before = configOf("notebook-physics")
     const page = await open("/sessions/notebook-physics/blocks")
-    await page.getByLabel("File").selectOption("guidance.md")
+    await page.getByLabel("File", { exact: true }).selectOption("guidance.md")
     const style = page.getByRole("checkbox", {
       name: "Block of guidance.md: Tutor guidance/Style",
       exact: true
@@ -342,7 +342,7 @@ describe("the workbench", () => {
   it("shows the context for a chosen model and format, the prefix, and the diff against the previous turn", async () => {
     const page = await open("/sessions/notebook-physics/context")
     await page.getByTestId("request").waitFor()
-    await page.getByLabel("Model").selectOption("anthropic/claude-sonnet-4-5")
+    await page.getByLabel("Model", { exact: true }).selectOption("anthropic/claude-sonnet-4-5")
     await page.locator("label", { hasText: /^Anthropic$/ }).click()
     await expect
       .poll(() => text(page.getByTestId("context-model")))
@@ -355,7 +355,7 @@ describe("the workbench", () => {
     await expect.poll(() => text(page.getByTestId("diff-summary"))).toMatch(/\d+ lines added, \d+ removed/)
     expect(await text(page.getByTestId("diff"))).toMatch(/^\+ /m)
     // A small window: what was cut, and why.
-    await page.getByLabel("Model").selectOption("test/small")
+    await page.getByLabel("Model", { exact: true }).selectOption("test/small")
     await expect.poll(() => text(page.getByTestId("context-model"))).toContain("test/small")
     const cuts = page.getByRole("table", { name: "Cuts" })
     await cuts.waitFor()
@@ -404,8 +404,8 @@ describe("the workbench", () => {
     const page = await open("/aggregate")
     await page.getByRole("checkbox", { name: "notebook-physics" }).check()
     await page.getByRole("checkbox", { name: "code-agent-auth" }).check()
-    await page.getByLabel("Question").fill("What was wrong in src/auth.ts?")
-    await page.getByLabel("Model").selectOption("openai/gpt-4o")
+    await page.getByLabel("Question", { exact: true }).fill("What was wrong in src/auth.ts?")
+    await page.getByLabel("Model", { exact: true }).selectOption("openai/gpt-4o")
     await page.getByRole("button", { name: "Aggregate", exact: true }).click()
     await page.getByRole("table", { name: "Aggregated blocks" }).waitFor({ timeout: 30_000 })
     expect(await text(page.getByRole("table", { name: "Aggregated blocks" }))).toContain(
