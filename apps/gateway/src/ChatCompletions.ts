@@ -661,7 +661,7 @@ export const make = Effect.gen(function* () {
   // last frame, or when the client went away), with the request's facts. Without one: no span.
   const tracing = FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentTracerEnabled)
   const traced = (request: CompletionRequest) =>
-    new Promise<Answer>((resolve) => {
+    new Promise<Answer>((resolve, reject) => {
       const { stats } = request
       Runtime.runFork(runtime)(
         Effect.useSpan(
@@ -684,25 +684,32 @@ export const make = Effect.gen(function* () {
                   if (value !== undefined) span.attribute(key, value)
                 resume(Effect.void)
               }
-              void untraced(request, span).then((answer) => {
-                if (answer._tag === "Json") {
-                  span.attribute("http.response.status_code", answer.status)
-                  resolve(answer)
-                  return end()
-                }
-                resolve({
-                  ...answer,
-                  next: () =>
-                    answer.next().then((frame) => {
-                      if (frame === undefined) end()
-                      return frame
-                    }),
-                  cancel: () => {
-                    answer.cancel()
-                    end()
+              void untraced(request, span).then(
+                (answer) => {
+                  if (answer._tag === "Json") {
+                    span.attribute("http.response.status_code", answer.status)
+                    resolve(answer)
+                    return end()
                   }
-                })
-              })
+                  resolve({
+                    ...answer,
+                    next: () =>
+                      answer.next().then((frame) => {
+                        if (frame === undefined) end()
+                        return frame
+                      }),
+                    cancel: () => {
+                      answer.cancel()
+                      end()
+                    }
+                  })
+                },
+                (e: unknown) => {
+                  // As the untraced call fails: the lane answers it; the span ends with it.
+                  reject(e)
+                  end()
+                }
+              )
             })
         )
       )

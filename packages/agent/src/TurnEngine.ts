@@ -277,6 +277,11 @@ const toolsOf = (options: TurnOptions) => ({
 // --- per-session state: bounded, evicted when idle
 
 interface SessionState {
+  readonly tracker: ReadTracker
+  touched: number
+}
+/** A session's last compile, kept for its next one (for the most recently used sessions only). */
+interface LastCompile {
   compileState: CompileState | undefined
   /**
    * The history as this engine left it at the end of its last turn: the compile state is kept only
@@ -284,8 +289,6 @@ interface SessionState {
    * may have run turns of the session since).
    */
   seen: HistoryDocument | undefined
-  readonly tracker: ReadTracker
-  touched: number
 }
 export interface EngineOptions {
   /** Sessions whose state is kept (least recently used beyond it is dropped; default 10,000). */
@@ -332,7 +335,7 @@ export interface Service {
   readonly tracker: (sessionId: string) => Effect.Effect<ReadTracker>
   /** Sessions with state held now (bounded). */
   readonly sessions: () => number
-  /** Sessions whose last compile is held now for their next one (bounded by `maxCompiledSessions`). */
+  /** Sessions whose last compile is kept now for their next one (bounded by `maxCompiledSessions`). */
   readonly compiledSessions: () => number
   /** Forgets a session's state (its history was replaced, e.g. restored from a checkpoint). */
   readonly reset: (sessionId: string) => Effect.Effect<void>
@@ -393,9 +396,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           )
 
     const states = new Map<string, SessionState>()
-    // The most recently used sessions' states, in use order: beyond MAX_COMPILED, the oldest one's
-    // compile state and history go (its read tracker stays with the rest of its state).
-    const warm = new Map<string, SessionState>()
+    // The last compiles, least recently used first, at most MAX_COMPILED (a compile state holds the
+    // session's whole compiled context; the read trackers above are small).
+    const lastCompiles = new Map<string, LastCompile>()
     // Keyed by the store's scope (a tenant's data root) and the session: tenants never share state.
     const keyOf = (sessionId: string) => Effect.map(store.scope, (scope) => `${scope}\u0000${sessionId}`)
     const stateOf = (sessionId: string) => Effect.map(keyOf(sessionId), (key) => stateAt(key))
@@ -404,26 +407,28 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       let state = states.get(key)
       if (state !== undefined) states.delete(key)
       else {
-        state = { compileState: undefined, seen: undefined, tracker: createReadTracker(), touched: now }
+        state = { tracker: createReadTracker(), touched: now }
         // Least recently used first: drop the idle ones, and any beyond the bound.
         for (const [k, s] of states) {
           if (now - s.touched < IDLE_MS && states.size < MAX_SESSIONS) break
           states.delete(k)
-          warm.delete(k)
+          lastCompiles.delete(k)
         }
       }
       state.touched = now
       states.set(key, state)
-      warm.delete(key)
-      warm.set(key, state)
-      if (warm.size > MAX_COMPILED) {
-        const [oldest, cold] = warm.entries().next().value!
-        warm.delete(oldest)
-        cold.compileState = undefined
-        cold.seen = undefined
-      }
       return state
     }
+    /** The session's last compile (its state touched too), now the most recently used. */
+    const lastCompileOf = (sessionId: string) =>
+      Effect.map(keyOf(sessionId), (key) => {
+        stateAt(key)
+        const last = lastCompiles.get(key) ?? { compileState: undefined, seen: undefined }
+        lastCompiles.delete(key)
+        lastCompiles.set(key, last)
+        if (lastCompiles.size > MAX_COMPILED) lastCompiles.delete(lastCompiles.keys().next().value!)
+        return last
+      })
 
     const manifestOf = (sessionId: string, options: TurnOptions) =>
       options.manifest !== undefined
@@ -458,7 +463,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       options: TurnOptions
     ): Effect.Effect<TurnOutcome, TurnError | E, R> =>
       Effect.gen(function* () {
-        const state = yield* stateOf(sessionId)
+        const last = yield* lastCompileOf(sessionId)
         const emit = options.emit ?? (() => Effect.void)
         for (let step = 1; step <= options.maxSteps; step++) {
           const doc = yield* history.load(sessionId)
@@ -471,10 +476,10 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             query: "",
             ...toolsOf(options),
             ...(yield* memoryOf(sessionId)),
-            ...(state.compileState === undefined ? {} : { previous: state.compileState })
+            ...(last.compileState === undefined ? {} : { previous: last.compileState })
           }
           const compiled = yield* provide(compiler.compile(compileOptions))
-          state.compileState = compiled.state
+          last.compileState = compiled.state
           if (options.onCompiled) yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
           const context: StepContext = {
             turn,
@@ -556,14 +561,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         .withSessionLock(
           sessionId,
           Effect.gen(function* () {
-            const state = yield* stateOf(sessionId)
+            const last = yield* lastCompileOf(sessionId)
             const now = yield* Effect.either(history.load(sessionId))
-            if (Either.isLeft(now) || now.right !== state.seen) state.compileState = undefined
+            if (Either.isLeft(now) || now.right !== last.seen) last.compileState = undefined
             return yield* Effect.ensuring(
               effect,
               Effect.flatMap(Effect.either(history.load(sessionId)), (doc) =>
                 Effect.sync(() => {
-                  state.seen = Either.isRight(doc) ? doc.right : undefined
+                  last.seen = Either.isRight(doc) ? doc.right : undefined
                 })
               )
             )
@@ -700,7 +705,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           if (request.dryRun === true) yield* requireActive(request.sessionId)
           // The session's last cut when the engine holds one for this history; a preview adds no
           // state of its own.
-          const held = states.get(yield* keyOf(request.sessionId))
+          const held = lastCompiles.get(yield* keyOf(request.sessionId))
           const doc = yield* history.load(request.sessionId)
           const previous = held !== undefined && held.seen === doc ? held.compileState : undefined
           return yield* provide(
@@ -728,15 +733,11 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         Effect.tapError(continueTurn(request, driver, options), countRefusal),
       tracker: (sessionId) => Effect.map(stateOf(sessionId), (state) => state.tracker),
       sessions: () => states.size,
-      compiledSessions: () => {
-        let n = 0
-        for (const state of states.values()) if (state.compileState !== undefined) n++
-        return n
-      },
+      compiledSessions: () => lastCompiles.size,
       reset: (sessionId) =>
         Effect.map(keyOf(sessionId), (key) => {
           states.delete(key)
-          warm.delete(key)
+          lastCompiles.delete(key)
         })
     } satisfies Service
   })

@@ -103,18 +103,12 @@ interface HistoryState {
  * held the one before that: every earlier document of the session stayed in memory (20 MB over
  * 10,000 requests in the gateway's memory bench).
  */
-const currentOf = (
-  json: unknown,
-  seq: number
-): (() => Either.Either<{ readonly json: unknown; readonly seq: number }, StoreError>) => {
-  const value = Either.right({ json, seq })
-  return () => value
-}
-const textOf = (json: unknown, seq: number) => memo(() => jsonText(withJournalSeq(json, seq)))
 const always =
   <A>(value: A): (() => A) =>
   () =>
     value
+const currentOf = (json: unknown, seq: number): HistoryState["current"] => always(Either.right({ json, seq }))
+const textOf = (json: unknown, seq: number) => memo(() => jsonText(withJournalSeq(json, seq)))
 
 const memo = <A>(f: () => A): (() => A) => {
   let done = false
