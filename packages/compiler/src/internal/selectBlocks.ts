@@ -118,7 +118,17 @@ export const selectBlocks = (options: {
     margin: counter.margin,
     ...budgetOptions
   })
-  const required = (u: CompileUnit): CompileUnit => (u.required === true ? u : { ...u, required: true })
+  // A unit made required once per compile: plans are made several times over the same units.
+  const requiredOf = new WeakMap<CompileUnit, CompileUnit>()
+  const required = (u: CompileUnit): CompileUnit => {
+    if (u.required === true) return u
+    let r = requiredOf.get(u)
+    if (r === undefined) {
+      r = { ...u, required: true }
+      requiredOf.set(u, r)
+    }
+    return r
+  }
 
   // The required layers.
   const contexts = options.units.map(counting.context)
@@ -207,13 +217,14 @@ export const selectBlocks = (options: {
       { onLeft: () => 0, onRight: (a) => a.grants.recent_history ?? 0 }
     )
 
-  // Turns as units, each counted once per compile (whole, and reduced when asked).
+  // Turns as units, each counted once per compile (whole, and reduced when asked); required as
+  // the plan shows them (the plan chooses which).
   const wholeUnits = new Map<Turn, CompileUnit>()
   const reducedUnits = new Map<Turn, CompileUnit>()
   const wholeOf = (t: Turn) => {
     let u = wholeUnits.get(t)
     if (u === undefined) {
-      u = counting.turn(t, "recent_history")
+      u = counting.turn(t, "recent_history", { required: true })
       wholeUnits.set(t, u)
     }
     return u
@@ -224,7 +235,7 @@ export const selectBlocks = (options: {
     if (u === undefined) {
       const r = reduced(t)
       const whole = wholeOf(t)
-      u = r === t ? whole : counting.turn(r, "recent_history", { reduced: true })
+      u = r === t ? whole : counting.turn(r, "recent_history", { reduced: true, required: true })
       if (u.tokens >= whole.tokens) u = whole
       reducedUnits.set(t, u)
     }
@@ -284,6 +295,8 @@ export const selectBlocks = (options: {
   }
   /** Recall brings back only finished turns the plan does not show: a plan showing them all needs none. */
   const showsEveryFinishedTurn = (plan: HistoryPlan) => {
+    // Each shown turn is a distinct offered turn: as many as there are means all of them.
+    if (plan.turns.length === walkTurns.length) return true
     const shown = new Set(plan.turns.flatMap((u) => (u.kind === "turn" ? [u.turn.turn] : [])))
     return walkTurns.every((t) => !t.finished || shown.has(t.turn))
   }
@@ -411,19 +424,24 @@ export const selectBlocks = (options: {
             return w
           })
       // 5. the note: left-out turns no shown summary covers, and summaries kept on file.
-      const shownTurns = new Set(
-        [...chosen, ...pinnedUnits].map((u) => (u.kind === "turn" ? u.turn.turn : -1))
-      )
       const someShown = shownSummaries.length > 0
       const onFileOnly = (turn: number) =>
         someShown && history.summaries.some((s) => s.fromTurn <= turn && turn <= s.toTurn)
-      const leftOut = [
-        ...history.notOffered,
-        ...history.archivedTurns,
-        ...walkTurns.map((t) => t.turn)
-      ].filter(
-        (turn) => !shownTurns.has(turn) && coveredBy(shownSummaries, turn) === undefined && !onFileOnly(turn)
-      )
+      // Every offered turn shown (each chosen unit is a distinct one) and none elsewhere: none left out.
+      const noneLeftOut =
+        chosen.length === walkTurns.length &&
+        history.notOffered.length === 0 &&
+        history.archivedTurns.length === 0
+      const shownTurns = noneLeftOut
+        ? undefined
+        : new Set([...chosen, ...pinnedUnits].map((u) => (u.kind === "turn" ? u.turn.turn : -1)))
+      const leftOut =
+        shownTurns === undefined
+          ? []
+          : [...history.notOffered, ...history.archivedTurns, ...walkTurns.map((t) => t.turn)].filter(
+              (turn) =>
+                !shownTurns.has(turn) && coveredBy(shownSummaries, turn) === undefined && !onFileOnly(turn)
+            )
       const older = summaryUnits.length - shownSummaries.length
       const noteText = [
         someShown && older > 0 ? olderSummariesNote(older) : "",
@@ -499,10 +517,11 @@ export const selectBlocks = (options: {
 
   // The ledger: reduced turns, turns and summaries left out, and why.
   const final = plan
-  const shownIds = new Set(final.turns.map((u) => u.id))
+  const shownIds = new Set(final.turns.length === walkTurns.length ? [] : final.turns.map((u) => u.id))
   const offeredLedger: Array<UnitLedger> = []
   let stoppedAt: number | undefined
-  for (const t of [...walkTurns].reverse()) {
+  // Every offered turn shown (each shown turn is a distinct one): none to account for.
+  for (const t of final.turns.length === walkTurns.length ? [] : [...walkTurns].reverse()) {
     const w = wholeOf(t)
     if (shownIds.has(w.id)) continue
     const summary = coveredBy(final.shownSummaries, t.turn)
@@ -531,23 +550,42 @@ export const selectBlocks = (options: {
         ledgerRow(wholeOf(t), "dropped", counter.method, `a ${manifest.process.role} gets no earlier turns`)
       )
   const report = fitted.right.report
-  const shownUnits = new Map([...final.turns, ...pinnedUnits].map((u) => [`${u.source}\u0000${u.id}`, u]))
-  const units = report.units.map((row) => {
-    const unit = shownUnits.get(`${row.source}\u0000${row.id}`)
-    if (unit === undefined || unit.kind !== "turn" || unit.reduced !== true || row.status !== "included")
-      return row
-    const whole =
-      unit.source === "pinned_history" ? undefined : wholeUnits.get(originalOf(unit.turn, offered))
-    return {
-      ...row,
-      status: "cut" as const,
-      reason: `reduced to fit the budget: tool results shown as placeholders naming the call and the file the full result is in, long step text cut (${unit.tokens} tokens${whole === undefined ? "" : ` instead of ${whole.tokens} whole, the history's grant being ${final.grant}`})`
-    }
-  })
-  const shownTurns = final.turns.flatMap((u) => (u.kind === "turn" ? [u.turn.turn] : []))
+  // Reduced turns shown are in the ledger as cut, with what they would take whole.
+  const shownUnits = new Map(
+    [...final.turns, ...pinnedUnits].flatMap((u) =>
+      u.kind === "turn" && u.reduced === true ? [[`${u.source}\u0000${u.id}`, u] as const] : []
+    )
+  )
+  const units =
+    shownUnits.size === 0
+      ? report.units
+      : report.units.map((row) => {
+          const unit = shownUnits.get(`${row.source}\u0000${row.id}`)
+          if (
+            unit === undefined ||
+            unit.kind !== "turn" ||
+            unit.reduced !== true ||
+            row.status !== "included"
+          )
+            return row
+          const whole =
+            unit.source === "pinned_history" ? undefined : wholeUnits.get(originalOf(unit.turn, offered))
+          return {
+            ...row,
+            status: "cut" as const,
+            reason: `reduced to fit the budget: tool results shown as placeholders naming the call and the file the full result is in, long step text cut (${unit.tokens} tokens${whole === undefined ? "" : ` instead of ${whole.tokens} whole, the history's grant being ${final.grant}`})`
+          }
+        })
+  let historyStartTurn: number | undefined
+  for (const u of final.turns)
+    if (u.kind === "turn" && (historyStartTurn === undefined || u.turn.turn < historyStartTurn))
+      historyStartTurn = u.turn.turn
   return Either.right({
-    fitted: { ...fitted.right, report: { ...report, units: [...units, ...offeredLedger] } },
-    historyStartTurn: shownTurns.length === 0 ? undefined : Math.min(...shownTurns),
+    fitted: {
+      ...fitted.right,
+      report: { ...report, units: [...units, ...offeredLedger] }
+    },
+    historyStartTurn,
     reducedTurns: [...final.turns, ...pinnedUnits]
       .flatMap((u) => (u.kind === "turn" && u.reduced === true ? [u.turn.turn] : []))
       .sort((a, b) => a - b),
