@@ -26,6 +26,7 @@ import * as Compile from "@ctxo/compiler/Compile"
 import * as CompileCache from "@ctxo/compiler/CompileCache"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import * as Embedder from "@ctxo/retrieval/Embedder"
+import { annotateSpan } from "@ctxo/store/Spans"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpApp from "@effect/platform/HttpApp"
@@ -172,7 +173,7 @@ export const middleware =
       const request = yield* HttpServerRequest.HttpServerRequest
       const id = request.headers["x-request-id"] ?? newRequestId()
       // The request's own span (the HTTP server's) carries its id, like every span under it.
-      yield* Effect.annotateCurrentSpan(Telemetry.REQUEST_ID, id)
+      yield* annotateSpan({ [Telemetry.REQUEST_ID]: id })
       const route = metricsForAdmin(Routes.routeOf(request.method, request.url))
       const roots = [settings.dataRoot]
       // The access log's facts: the route's template, the session it names, and what the handler

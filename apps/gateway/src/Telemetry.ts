@@ -15,6 +15,7 @@
  */
 
 import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
+import { annotateSpan } from "@ctxo/store/Spans"
 import { Config, Effect, Layer, Option, Stream } from "effect"
 import type { OtelOptions } from "./internal/Otel.ts"
 
@@ -58,7 +59,7 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
     client.complete(request).pipe(
       Stream.tap((event) =>
         event._tag === "Done" && event.usage !== undefined
-          ? Effect.annotateCurrentSpan({
+          ? annotateSpan({
               "ctxo.tokens.in": event.usage.inputTokens,
               "ctxo.tokens.out": event.usage.outputTokens
             })
@@ -74,7 +75,7 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
     client.passthrough(body).pipe(
       Effect.tap((answer) => {
         const usage = usageOf(answer)
-        return usage === undefined ? Effect.void : Effect.annotateCurrentSpan(usage)
+        return usage === undefined ? Effect.void : annotateSpan(usage)
       }),
       Effect.withSpan("ModelClient.passthrough", {
         kind: "client",
@@ -86,7 +87,7 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
     client.passthroughStream(body).pipe(
       Stream.tap((chunk) => {
         const usage = usageOf(chunk)
-        return usage === undefined ? Effect.void : Effect.annotateCurrentSpan(usage)
+        return usage === undefined ? Effect.void : annotateSpan(usage)
       }),
       Stream.withSpan("ModelClient.passthroughStream", {
         kind: "client",

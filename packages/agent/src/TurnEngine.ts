@@ -48,6 +48,7 @@ import type { Summarizer } from "@ctxo/history/Summarizer"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { beginTurn, turnsOf, type Usage } from "@ctxo/history/Turns"
 import { MANIFEST_FILE } from "@ctxo/store/Paths"
+import { annotateSpan } from "@ctxo/store/Spans"
 import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import { Context, Effect, Either, Layer, Metric, Option, Schema } from "effect"
@@ -592,7 +593,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           const emit = options.emit ?? (() => Effect.void)
           const manifest = yield* manifestOf(sid, options)
           const { name: modelName, model } = yield* resolveModel(request, manifest, options)
-          yield* Effect.annotateCurrentSpan("ctxo.model", modelName)
+          yield* annotateSpan({ "ctxo.model": modelName })
           const before = yield* history.load(sid)
           const began = {
             input: request.input,
@@ -654,7 +655,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           }
           const started = yield* provide(startTurn(sid, began))
           yield* emit({ type: "turn", turn: started.turn, resumed: started.resumed })
-          yield* Effect.annotateCurrentSpan("ctxo.turn", started.turn)
+          yield* annotateSpan({ "ctxo.turn": started.turn })
           return yield* steps(sid, started.turn, manifest, model, modelName, driver, options)
         })
       )
@@ -668,7 +669,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           yield* requireActive(sid)
           const manifest = yield* manifestOf(sid, options)
           const { name: modelName, model } = yield* resolveModel(request, manifest, options)
-          yield* Effect.annotateCurrentSpan("ctxo.model", modelName)
+          yield* annotateSpan({ "ctxo.model": modelName })
           const doc = yield* history.load(sid)
           const running = turnsOf(doc.messages).at(-1)
           const calls = new Map<string, string>()

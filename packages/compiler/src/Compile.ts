@@ -34,6 +34,7 @@ import type { HistoryCorrupt } from "@ctxo/history/HistoryErrors"
 import { turnSpans } from "@ctxo/history/HistoryView"
 import type { HistoryDocument } from "@ctxo/history/Message"
 import { textOf, toolCallsOf } from "@ctxo/history/Message"
+import { annotateSpan } from "@ctxo/store/Spans"
 import { Clock, Context, Effect, Either, Exit, Option } from "effect"
 import * as CompileCache from "./CompileCache.ts"
 import type {
@@ -373,7 +374,7 @@ export const compile = (
       ...(options.previous === undefined ? {} : { previous: options.previous })
     })
     emitSpan.end(yield* Clock.currentTimeNanos, Exit.void)
-    yield* Effect.annotateCurrentSpan({
+    yield* annotateSpan({
       "ctxo.session": sid,
       "ctxo.model": model.id,
       "ctxo.tokens.used": result.report.total ?? 0,
