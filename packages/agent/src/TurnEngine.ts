@@ -47,6 +47,7 @@ import { endTurn, keyConflict, recordStep, recordToolResult, startTurn } from "@
 import type { Summarizer } from "@ctxo/history/Summarizer"
 import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { beginTurn, turnsOf, type Usage } from "@ctxo/history/Turns"
+import { deferSync } from "@ctxo/store/HistorySync"
 import { MANIFEST_FILE } from "@ctxo/store/Paths"
 import { annotateSpan } from "@ctxo/store/Spans"
 import { Store } from "@ctxo/store/Store"
@@ -461,7 +462,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       model: ResolvedModel,
       modelName: string,
       driver: Driver<E, R>,
-      options: TurnOptions
+      options: TurnOptions,
+      /** Run after the first step's compile, whatever its outcome, before anything else. */
+      afterFirstCompile: Effect.Effect<void, TurnError> = Effect.void
     ): Effect.Effect<TurnOutcome, TurnError | E, R> =>
       Effect.gen(function* () {
         const last = yield* lastCompileOf(sessionId)
@@ -479,7 +482,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             ...(yield* memoryOf(sessionId)),
             ...(last.compileState === undefined ? {} : { previous: last.compileState })
           }
-          const compiled = yield* provide(compiler.compile(compileOptions))
+          const compiledExit = yield* Effect.exit(provide(compiler.compile(compileOptions)))
+          if (step === 1) yield* afterFirstCompile
+          const compiled = yield* compiledExit
           last.compileState = compiled.state
           if (options.onCompiled) yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
           const context: StepContext = {
@@ -653,10 +658,26 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             if (compaction.status !== "not-needed" && options.onCompaction)
               yield* options.onCompaction(compaction, before, yield* history.load(sid))
           }
-          const started = yield* provide(startTurn(sid, began))
-          yield* emit({ type: "turn", turn: started.turn, resumed: started.resumed })
-          yield* annotateSpan({ "ctxo.turn": started.turn })
-          return yield* steps(sid, started.turn, manifest, model, modelName, driver, options)
+          // The input is written, and its first request compiled while the disk syncs it: it is on
+          // disk before the turn says anything (its number, a model call, an error).
+          return yield* deferSync(provide(startTurn(sid, began)), (started, synced) =>
+            steps(
+              sid,
+              started.turn,
+              manifest,
+              model,
+              modelName,
+              driver,
+              options,
+              Effect.zipRight(
+                synced,
+                Effect.zipRight(
+                  emit({ type: "turn", turn: started.turn, resumed: started.resumed }),
+                  annotateSpan({ "ctxo.turn": started.turn })
+                )
+              )
+            )
+          )
         })
       )
 

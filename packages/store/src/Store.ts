@@ -210,7 +210,8 @@ export interface Service {
   /**
    * Changes the history under the session's lock: `f` gets what `readHistoryJson` gives and returns
    * a value and the change (undefined: none). On disk the change is one record appended to
-   * messages.journal, on disk (fdatasync) before this returns; the session must exist. Returns
+   * messages.journal, on disk (fdatasync) before this returns (inside `HistorySync.deferSync`:
+   * when its wait is run); the session must exist. Returns
    * `f`'s value and the JSON after the change.
    */
   readonly updateHistory: <A, E>(

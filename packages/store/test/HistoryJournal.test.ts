@@ -22,6 +22,7 @@ import { runInNewContext } from "node:vm"
 import { Effect, Either } from "effect"
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
 import { diffHistory, JOURNAL_SEQ, readJournal, recordLine } from "../src/HistoryJournal.ts"
+import { deferSync } from "../src/HistorySync.ts"
 import * as Store from "../src/Store.ts"
 
 const temps: Array<string> = []
@@ -282,6 +283,70 @@ describe("the file store's history journal", () => {
     // Thirty acknowledged changes, a few fdatasyncs.
     expect(spy.mock.calls.length).toBeGreaterThan(0)
     expect(spy.mock.calls.length).toBeLessThan(10)
+  })
+
+  it("inside deferSync, a change returns once written and its fdatasync is awaited by the wait, also when the caller fails", async () => {
+    const { root, store, file } = await setup()
+    await run(add(store, "first"))
+    // A disk whose fdatasync finishes when the test says so.
+    const probe = await open(file("messages.journal"), "r")
+    const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+    await probe.close()
+    const datasync = prototype.datasync
+    const syncs: Array<() => void> = []
+    const spy = vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
+      return new Promise<void>((resolve, reject) => {
+        syncs.push(() => datasync.call(this).then(resolve, reject))
+      })
+    })
+    const releaseAll = async () => {
+      while (syncs.length > 0) syncs.shift()!()
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    const events: Array<string> = []
+    const turn = run(
+      deferSync(add(store, "second"), (_, synced) =>
+        Effect.gen(function* () {
+          // The change is written and read back before its sync is done.
+          events.push(
+            `written ${textsOf(yield* store.readHistoryJson("s")).join(",")}; syncs ${syncs.length}`
+          )
+          yield* synced
+          events.push("synced")
+          yield* synced
+        })
+      )
+    )
+    for (let i = 0; i < 100 && events.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
+    expect(events).toEqual(["written first,second; syncs 1"])
+    await releaseAll()
+    await turn
+    expect(events).toEqual(["written first,second; syncs 1", "synced"])
+    expect(spy).toHaveBeenCalledTimes(1)
+
+    // The caller fails before it waits: the sync is still awaited before deferSync ends.
+    let settled = false
+    const failed = fail(deferSync(add(store, "third"), () => Effect.fail("compile failed" as const))).then(
+      (e) => {
+        settled = true
+        return e
+      }
+    )
+    for (let i = 0; i < 100 && syncs.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
+    await new Promise((r) => setTimeout(r, 20))
+    expect(settled).toBe(false)
+    await releaseAll()
+    expect(await failed).toBe("compile failed")
+    expect(spy).toHaveBeenCalledTimes(2)
+    vi.restoreAllMocks()
+    // Outside deferSync a change waits for its sync, as before.
+    await run(add(store, "fourth"))
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual([
+      "first",
+      "second",
+      "third",
+      "fourth"
+    ])
   })
 
   it("folds in the background past its threshold, after the turn holding the lock", async () => {

@@ -18,7 +18,7 @@
 import { fstatSync, ftruncateSync, writeSync } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
 import { join } from "node:path"
-import { Cause, Deferred, Effect, Either, FiberId } from "effect"
+import { Cause, Deferred, Effect, Either, FiberId, FiberRef } from "effect"
 import {
   applyPatch,
   foldJournal,
@@ -29,6 +29,7 @@ import {
   recordLine,
   withJournalSeq
 } from "../HistoryJournal.ts"
+import { deferredSyncs } from "../HistorySync.ts"
 import { checkSessionId, HISTORY_FILE, HISTORY_JOURNAL } from "../Paths.ts"
 import { jsonText } from "../Records.ts"
 import {
@@ -512,20 +513,25 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       journaled.add(sessionId)
       if (next.records >= foldRecords || next.validBytes >= foldBytes) yield* scheduleFold(sessionId)
       const journal = written.journal
-      const durable = Effect.tryPromise({
-        try: () => journal.until(seq),
-        catch: deps.io(file, "sync")
-      }).pipe(
-        Effect.tapError(() =>
-          Effect.sync(() => {
-            // What is on disk is not known: read again, and start over with a new handle.
-            states.delete(sessionId)
-            if (files.get(sessionId) === journal) files.delete(sessionId)
-          })
-        ),
-        Effect.ensuring(Effect.sync(() => journal.release()))
-      )
-      return { json: json as unknown, durable }
+      const awaited = (until: () => Promise<void>) =>
+        Effect.tryPromise({ try: until, catch: deps.io(file, "sync") }).pipe(
+          Effect.tapError(() =>
+            Effect.sync(() => {
+              // What is on disk is not known: read again, and start over with a new handle.
+              states.delete(sessionId)
+              if (files.get(sessionId) === journal) files.delete(sessionId)
+            })
+          ),
+          Effect.ensuring(Effect.sync(() => journal.release()))
+        )
+      /** The wait until the record is on disk; `started`: its fdatasync started now, awaited later. */
+      const durable = awaited(() => journal.until(seq))
+      const started = Effect.sync(() => {
+        const synced = journal.until(seq)
+        synced.catch(() => {})
+        return awaited(() => synced)
+      })
+      return { json: json as unknown, durable, started }
     })
 
   return {
@@ -550,13 +556,16 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
             const [value, patch] = yield* f(current.json)
             if (patch === undefined) {
               yield* sessionExists(sessionId)
-              return { value, json: current.json, durable: Effect.void }
+              return { value, json: current.json, durable: Effect.void, started: Effect.succeed(Effect.void) }
             }
             return { value, ...(yield* Effect.uninterruptible(append(sessionId, state, current, patch))) }
           })
         )
         // Outside the lock (unless the caller holds it): appends meanwhile share the next fdatasync.
-        yield* step.durable
+        // Inside `deferSync` it starts now, and the caller awaits it later.
+        const deferred = yield* FiberRef.get(deferredSyncs)
+        if (deferred === undefined) yield* step.durable
+        else deferred.syncs.push(yield* step.started)
         return [step.value, step.json] as const
       }),
     /**

@@ -1,0 +1,42 @@
+/**
+ * A history change is on disk (its journal record fdatasynced) before `updateHistory` returns.
+ * Inside `deferSync`, a file store's history changes return once their record is written, and their
+ * fdatasyncs are awaited together by the wait `deferSync` hands back: the caller does work that
+ * tells nobody anything (a compile) while the disk syncs, and runs the wait before it answers or
+ * sends anything. The other stores are durable when a change returns (the memory store has no disk;
+ * PostgreSQL commits), so for them the wait is empty.
+ *
+ * The syncs start when the records are written. `deferSync` runs the wait when the caller's effect
+ * ends without having run it (failed, interrupted): nothing of it goes on before they are done. It
+ * runs once; running it again gives its first result.
+ */
+import { Effect, FiberRef } from "effect"
+import type { StoreError } from "./StoreErrors.ts"
+
+interface Pending {
+  readonly syncs: Array<Effect.Effect<void, StoreError>>
+}
+
+/** Where the history changes of the current fiber put their syncs, when they are deferred. */
+export const deferredSyncs: FiberRef.FiberRef<Pending | undefined> = FiberRef.unsafeMake<Pending | undefined>(
+  undefined
+)
+
+/**
+ * Runs `write` with its history changes' fdatasyncs deferred, then `after(value, synced)`, where
+ * `synced` waits until every change `write` made is on disk (and fails as the sync failed).
+ */
+export const deferSync = <A, E, R, B, E2, R2>(
+  write: Effect.Effect<A, E, R>,
+  after: (value: A, synced: Effect.Effect<void, StoreError>) => Effect.Effect<B, E2, R2>
+): Effect.Effect<B, E | E2, R | R2> =>
+  Effect.gen(function* () {
+    const pending: Pending = { syncs: [] }
+    const value = yield* Effect.locally(write, deferredSyncs, pending).pipe(
+      Effect.onExit((exit) =>
+        exit._tag === "Failure" ? Effect.ignore(Effect.forEach(pending.syncs, (s) => s)) : Effect.void
+      )
+    )
+    const synced = yield* Effect.cached(Effect.forEach(pending.syncs, (s) => s, { discard: true }))
+    return yield* Effect.ensuring(after(value, synced), Effect.ignore(synced))
+  })
