@@ -233,10 +233,20 @@ export const summaryText = (summary: Summary): string => summary.text
  * A call whose result is not in history yet (its turn was interrupted and not resumed) is shown
  * with an `interrupted` error result right after it: a model never sees a call without its result.
  */
-const answerDangling = (messages: ReadonlyArray<Message>): Array<Message> => {
-  const answered = new Set(
-    messages.flatMap((m) => m.parts.filter((p) => p._tag === "tool-result").map((p) => p.callId))
-  )
+const answerDangling = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
+  // Every call answered (as almost always): the messages as they are, nothing built.
+  const answered = new Set<string>()
+  for (const m of messages) for (const p of m.parts) if (p._tag === "tool-result") answered.add(p.callId)
+  let dangling = false
+  for (const m of messages) {
+    for (const p of m.parts)
+      if (p._tag === "tool-call" && !answered.has(p.callId)) {
+        dangling = true
+        break
+      }
+    if (dangling) break
+  }
+  if (!dangling) return messages
   return messages.flatMap((m) => {
     const dangling = toolCallsOf(m).filter((c) => !answered.has(c.callId))
     if (dangling.length === 0) return [m]
@@ -248,11 +258,11 @@ const answerDangling = (messages: ReadonlyArray<Message>): Array<Message> => {
 }
 
 export const historyView = (doc: HistoryDocument, options: ViewOptions = {}): HistoryView => {
-  const visible = answerDangling(
-    doc.messages
-      .filter((m) => m.meta.archivedBy === undefined && m.meta.turn !== options.exceptTurn)
-      .map((m) => curate(m, doc.messages))
-  )
+  const shown: Array<Message> = []
+  for (const m of doc.messages)
+    if (m.meta.archivedBy === undefined && m.meta.turn !== options.exceptTurn)
+      shown.push(curate(m, doc.messages))
+  const visible = answerDangling(shown)
   let summaries = doc.compression
   if (options.summaryBudget !== undefined) {
     const count = options.countTokens ?? ((text: string) => Math.ceil(text.length / 3))

@@ -49,10 +49,23 @@ export const turnWords = (turn: Turn): string => {
 }
 const wordsOfTurn = new WeakMap<Turn, string>()
 
-/** Messages grouped by turn, in order. */
+/**
+ * Messages grouped by turn, in order (a turn where its first message is).
+ *
+ * A history grows at its end, and each change asks for its turns several times (recording, viewing,
+ * compiling, promoting memories): the groupings of the last few message lists are kept, and a list
+ * that starts with one of them (the same message objects) is grouped from where that one ended,
+ * its turns the same objects but the last, when it grew. The list returned is the caller's.
+ */
 export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
+  const known = grouped.find((g) => startsWith(messages, g.messages))
+  if (known !== undefined) {
+    const extended = extend(known, messages)
+    if (extended !== undefined) return extended.slice()
+  }
   const turns: Array<{ turn: number; messages: Array<Message>; finished: boolean }> = []
   const byNumber = new Map<number, (typeof turns)[number]>()
+  let max = Number.NEGATIVE_INFINITY
   for (const message of messages) {
     let turn = byNumber.get(message.meta.turn)
     if (turn === undefined) {
@@ -62,7 +75,71 @@ export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
     }
     turn.messages.push(message)
     if (message.meta.finished === true) turn.finished = true
+    if (message.meta.turn > max) max = message.meta.turn
   }
+  remember({ messages, turns, max })
+  return turns.slice()
+}
+
+/** A message list's turns (never changed once kept), and its highest turn number. */
+interface Grouping {
+  readonly messages: ReadonlyArray<Message>
+  readonly turns: ReadonlyArray<Turn>
+  readonly max: number
+}
+/** The last groupings, newest first. */
+const grouped: Array<Grouping> = []
+const GROUPINGS = 8
+const remember = (g: Grouping) => {
+  grouped.unshift(g)
+  if (grouped.length > GROUPINGS) grouped.pop()
+}
+const startsWith = (messages: ReadonlyArray<Message>, prefix: ReadonlyArray<Message>) => {
+  if (prefix.length > messages.length || prefix.length === 0) return false
+  if (messages === prefix) return true
+  for (let i = prefix.length - 1; i >= 0; i--) if (messages[i] !== prefix[i]) return false
+  return true
+}
+/**
+ * `known` grown by the messages after it, when each goes to its last turn or opens a turn numbered
+ * above every turn before (how a history grows); undefined otherwise.
+ */
+const extend = (known: Grouping, messages: ReadonlyArray<Message>): ReadonlyArray<Turn> | undefined => {
+  if (messages.length === known.messages.length) return known.turns
+  const turns = known.turns.slice()
+  let max = known.max
+  let last = turns.at(-1)
+  let lastMessages: Array<Message> | undefined
+  let lastFinished = false
+  const close = () => {
+    if (last !== undefined && lastMessages !== undefined) {
+      turns[turns.length - 1] = { turn: last.turn, messages: lastMessages, finished: lastFinished }
+      lastMessages = undefined
+    }
+  }
+  for (let i = known.messages.length; i < messages.length; i++) {
+    const message = messages[i]!
+    const number = message.meta.turn
+    if (last !== undefined && number === last.turn) {
+      if (lastMessages === undefined) {
+        lastMessages = [...last.messages]
+        lastFinished = last.finished
+      }
+      lastMessages.push(message)
+      if (message.meta.finished === true) lastFinished = true
+    } else if (number > max) {
+      close()
+      last = { turn: number, messages: [], finished: false }
+      turns.push(last)
+      lastMessages = []
+      lastFinished = false
+      lastMessages.push(message)
+      if (message.meta.finished === true) lastFinished = true
+      max = number
+    } else return undefined
+  }
+  close()
+  remember({ messages, turns, max })
   return turns
 }
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either, Schema } from "effect"
+import * as fc from "fast-check"
 import { dismissMemory, historyView, turnContext } from "../src/HistoryView.ts"
-import type { HistoryDocument } from "../src/Message.ts"
+import type { HistoryDocument, Message } from "../src/Message.ts"
 import { emptyHistory, HistoryDocument as HistoryDocumentSchema, textOf } from "../src/Message.ts"
 import {
   appendStep,
@@ -9,7 +10,9 @@ import {
   beginTurn,
   danglingCalls,
   finishTurn,
-  INTERRUPTED
+  INTERRUPTED,
+  type Turn,
+  turnsOf
 } from "../src/Turns.ts"
 
 const inputs = (doc: HistoryDocument) => doc.messages.filter((m) => m.meta.kind === "input").map(textOf)
@@ -137,6 +140,60 @@ describe("turns", () => {
     expect(Either.isLeft(dismissMemory(doc, "t1-1", "not a tool result"))).toBe(true)
     expect(Either.flip(dismissMemory(doc, "nope", "x")).pipe(Either.getOrThrow).message).toBe(
       "Message nope: no such message in this history"
+    )
+  })
+})
+
+describe("turnsOf", () => {
+  /** The grouping by definition: a turn per number, where its first message is. */
+  const reference = (messages: ReadonlyArray<Message>) => {
+    const turns: Array<{ turn: number; messages: Array<Message>; finished: boolean }> = []
+    for (const m of messages) {
+      let t = turns.find((x) => x.turn === m.meta.turn)
+      if (t === undefined) turns.push((t = { turn: m.meta.turn, messages: [], finished: false }))
+      t.messages.push(m)
+      if (m.meta.finished === true) t.finished = true
+    }
+    return turns
+  }
+  const message = (turn: number, i: number, finished: boolean): Message => ({
+    id: `m${i}`,
+    role: finished ? "assistant" : "user",
+    parts: [{ _tag: "text", text: `${turn}` }],
+    meta: { turn, kind: finished ? "final" : "input", ...(finished ? { finished: true } : {}) }
+  })
+
+  it("groups a list that grows from an earlier one as it groups it afresh, keeping the unchanged turns", () => {
+    fc.assert(
+      fc.property(
+        // Turn numbers of the messages, mostly growing (as a history does), sometimes not.
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 3 }), fc.boolean()), { minLength: 1, maxLength: 60 }),
+        fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 1, maxLength: 5 }),
+        (steps, cuts) => {
+          let turn = 1
+          const all = steps.map(([step, finished], i) => {
+            turn = step === 3 ? Math.max(1, turn - 2) : turn + (step === 2 ? 1 : 0)
+            return message(turn, i, finished)
+          })
+          let before: ReadonlyArray<Turn> | undefined
+          for (const cut of [...cuts].sort((a, b) => a - b)) {
+            // Each a new list, as a new document's messages are.
+            const messages = all.slice(0, Math.min(cut, all.length))
+            const turns = turnsOf(messages)
+            expect(turns).toEqual(reference(messages))
+            // Turns before the last one are the same objects as in the grouping of the shorter list.
+            if (before !== undefined)
+              for (const t of before.slice(0, -1)) {
+                const same = turns.find((x) => x.turn === t.turn)
+                if (same !== undefined && same.messages.length === t.messages.length) expect(same).toBe(t)
+              }
+            before = turns
+            // The caller's list: changing it changes nothing kept.
+            turns.pop()
+            expect(turnsOf(messages)).toEqual(reference(messages))
+          }
+        }
+      )
     )
   })
 })
