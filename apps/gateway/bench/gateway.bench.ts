@@ -9,7 +9,8 @@
  * - floor, gateway proxy (no session): latency added over direct (p50, p99), the gateway's against
  *   the floor's, and requests per second with 8 and 64 in flight against direct;
  * - gateway session (a warm session of 200 turns; input recorded, context compiled, answer
- *   recorded): latency added over direct;
+ *   recorded): latency added over direct, and over the same request (the session's compiled one,
+ *   a few hundred messages) sent direct, as a client holding its own history would send it;
  * - memory: the gateway's RSS after 10,000 mixed requests over 1,000 sessions against after the
  *   first 1,000;
  * - cold start: spawning the gateway (`pnpm start`, built) until its first compile is answered;
@@ -225,8 +226,31 @@ for (const stream of [false, true]) {
     call(v1, stream, session, `Turn ${turn++}: what is a token budget?`)
   )
   const a = added(lat)
+  // The same request straight to the upstream: what a client that sends the session's whole
+  // history itself waits (the upstream reads and parses the longer body too, ctxo or not).
+  const preview = await request(
+    `${gateway.base}/api/sessions/${session}/context-preview?model=gpt-4o&query=${encodeURIComponent(`Turn ${turn}: what is a token budget?`)}`,
+    { dispatcher }
+  )
+  const { request: compiled } = (await preview.body.json()) as {
+    request: { messages: ReadonlyArray<unknown> }
+  }
+  const sameBody = JSON.stringify({ model: "gpt-4o", stream, messages: compiled.messages })
+  const same = await latencies(Math.max(20, rounds * 10), async () => {
+    const r = await request(`${upstream.url}/chat/completions`, {
+      method: "POST",
+      dispatcher,
+      headers: { "content-type": "application/json" },
+      body: sameBody
+    })
+    await r.body.text()
+  })
+  const overSame = {
+    p50: quantile(lat, 0.5) - quantile(same, 0.5),
+    p99: quantile(lat, 0.99) - quantile(same, 0.99)
+  }
   console.log(
-    `${kind} gateway session (200 turns, warm)  added p50 ${ms(a.p50)}, p99 ${ms(a.p99)} (record, compile, forward, record; ${turn} turns at the end)`
+    `${kind} gateway session (200 turns, warm)  added p50 ${ms(a.p50)}, p99 ${ms(a.p99)} (record, compile, forward, record; ${turn} turns at the end); over the same request sent direct (${compiled.messages.length} messages, ${(sameBody.length / 1024).toFixed(0)} KB, p50 ${ms(quantile(same, 0.5))}): p50 ${ms(overSame.p50)}, p99 ${ms(overSame.p99)}`
   )
 }
 
