@@ -150,7 +150,8 @@ const replayedChunk = (model: string) => ({
 const compiledHeaders = (compiled: CompileResult | undefined): Record<string, string> => {
   if (compiled === undefined) return {}
   const report = compiled.report
-  const cut = report.units.filter((u) => /history/.test(u.source) && u.status !== "included").length
+  let cut = 0
+  for (const u of report.units) if (u.status !== "included" && u.source.includes("history")) cut++
   const used =
     report.total ?? report.units.filter((u) => u.status === "included").reduce((n, u) => n + u.tokens, 0)
   return {

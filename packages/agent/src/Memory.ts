@@ -162,8 +162,9 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
       const hit = scored.get(last)
       if (
         hit !== undefined &&
-        hit.turn.messages.length === turn.messages.length &&
-        hit.turn.messages.every((m, i) => m === turn.messages[i])
+        (hit.turn === turn ||
+          (hit.turn.messages.length === turn.messages.length &&
+            hit.turn.messages.every((m, i) => m === turn.messages[i])))
       )
         return hit.score
       const score = importanceOf(turn)
@@ -231,7 +232,7 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
         const entries = yield* store.updateMemory(sessionId, (current) => {
           const known = new Set(current.map((e) => e.id))
           const due = turns.filter(
-            (t) => !known.has(l2Id(sessionId, t.turn)) && importance(t).score > settings.threshold
+            (t) => importance(t).score > settings.threshold && !known.has(l2Id(sessionId, t.turn))
           )
           return due.length === 0
             ? current

@@ -789,9 +789,12 @@ const fixedTokensOf = (compiled: CompileResult, countHistory: (history: ShownHis
 
 const requiredHistoryOf = (doc: HistoryDocument): HistoryDocument => ({
   ...emptyHistory,
-  messages: turnsOf(doc.messages)
-    .filter((t) => t.finished && t.messages.some((m) => m.meta.pinned === true))
-    .flatMap((t) => t.messages)
+  // Most histories pin nothing: then no turn is grouped.
+  messages: doc.messages.some((m) => m.meta.pinned === true)
+    ? turnsOf(doc.messages)
+        .filter((t) => t.finished && t.messages.some((m) => m.meta.pinned === true))
+        .flatMap((t) => t.messages)
+    : []
 })
 
 const parseArguments = (text: string): unknown => {

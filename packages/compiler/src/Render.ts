@@ -133,7 +133,12 @@ export const renderOpenAI = (composition: Composition): OpenAIRequest => {
   for (const layer of composition.layers) {
     if (layer._tag === "system") messages.push({ role: "system", content: layer.text })
     else if (layer._tag === "query") messages.push({ role: "user", content: layer.text })
-    else for (const message of layer.messages) messages.push(...openAIMessagesOf(message))
+    else
+      for (const message of layer.messages) {
+        const rendered = openAIMessagesOf(message)
+        if (rendered.length === 1) messages.push(rendered[0]!)
+        else for (const r of rendered) messages.push(r)
+      }
   }
   return composition.tools === undefined ? { messages } : { messages, tools: composition.tools }
 }

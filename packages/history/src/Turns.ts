@@ -201,8 +201,11 @@ export interface BeganTurn {
   readonly steps: ReadonlyArray<Message>
 }
 
-export const lastTurnNumber = (doc: HistoryDocument): number =>
-  doc.messages.reduce((max, m) => Math.max(max, m.meta.turn), 0)
+export const lastTurnNumber = (doc: HistoryDocument): number => {
+  let max = 0
+  for (const m of doc.messages) if (m.meta.turn > max) max = m.meta.turn
+  return max
+}
 
 export const beginTurn = (doc: HistoryDocument, options: BeginTurnOptions): BeganTurn => {
   const turns = turnsOf(doc.messages)
