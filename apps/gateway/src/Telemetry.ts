@@ -15,8 +15,8 @@
  */
 
 import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
-import { annotateSpan } from "@ctxo/store/Spans"
-import { Config, Effect, Layer, Option, Stream } from "effect"
+import { annotateSpan, withSpan } from "@ctxo/store/Spans"
+import { Config, Effect, FiberRef, Layer, Option, Stream } from "effect"
 import type { OtelOptions } from "./internal/Otel.ts"
 
 /** The attribute every span of a request carries: its `x-request-id`. */
@@ -52,24 +52,38 @@ const usageOf = (value: unknown) => {
     : undefined
 }
 
-/** The model client with each upstream call a span: the model, and the tokens the upstream reported. */
+/** `stream` as it is when tracing is off; else as `traced` makes it. */
+const whenTracing = <A, E, R>(
+  stream: Stream.Stream<A, E, R>,
+  traced: (s: Stream.Stream<A, E, R>) => Stream.Stream<A, E, R>
+) =>
+  Stream.unwrap(
+    Effect.map(FiberRef.get(FiberRef.currentTracerEnabled), (on) => (on ? traced(stream) : stream))
+  )
+
+/**
+ * The model client with each upstream call a span: the model, and the tokens the upstream reported.
+ * When tracing is off, the calls go straight to the client.
+ */
 export const traceClient = (client: ModelClientService): ModelClientService => ({
   ...client,
   complete: (request) =>
-    client.complete(request).pipe(
-      Stream.tap((event) =>
-        event._tag === "Done" && event.usage !== undefined
-          ? annotateSpan({
-              "ctxo.tokens.in": event.usage.inputTokens,
-              "ctxo.tokens.out": event.usage.outputTokens
-            })
-          : Effect.void
-      ),
-      Stream.withSpan("ModelClient.complete", {
-        kind: "client",
-        attributes: { "ctxo.model": request.model, "ctxo.upstream": client.upstream },
-        captureStackTrace: false
-      })
+    whenTracing(client.complete(request), (stream) =>
+      stream.pipe(
+        Stream.tap((event) =>
+          event._tag === "Done" && event.usage !== undefined
+            ? annotateSpan({
+                "ctxo.tokens.in": event.usage.inputTokens,
+                "ctxo.tokens.out": event.usage.outputTokens
+              })
+            : Effect.void
+        ),
+        Stream.withSpan("ModelClient.complete", {
+          kind: "client",
+          attributes: { "ctxo.model": request.model, "ctxo.upstream": client.upstream },
+          captureStackTrace: false
+        })
+      )
     ),
   passthrough: (body) =>
     client.passthrough(body).pipe(
@@ -77,23 +91,25 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
         const usage = usageOf(answer)
         return usage === undefined ? Effect.void : annotateSpan(usage)
       }),
-      Effect.withSpan("ModelClient.passthrough", {
+      withSpan("ModelClient.passthrough", {
         kind: "client",
         attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream },
         captureStackTrace: false
       })
     ),
   passthroughStream: (body) =>
-    client.passthroughStream(body).pipe(
-      Stream.tap((chunk) => {
-        const usage = usageOf(chunk)
-        return usage === undefined ? Effect.void : annotateSpan(usage)
-      }),
-      Stream.withSpan("ModelClient.passthroughStream", {
-        kind: "client",
-        attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream },
-        captureStackTrace: false
-      })
+    whenTracing(client.passthroughStream(body), (stream) =>
+      stream.pipe(
+        Stream.tap((chunk) => {
+          const usage = usageOf(chunk)
+          return usage === undefined ? Effect.void : annotateSpan(usage)
+        }),
+        Stream.withSpan("ModelClient.passthroughStream", {
+          kind: "client",
+          attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream },
+          captureStackTrace: false
+        })
+      )
     )
 })
 

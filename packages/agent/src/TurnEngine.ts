@@ -49,7 +49,7 @@ import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { beginTurn, turnsOf, type Usage } from "@ctxo/history/Turns"
 import { deferSync } from "@ctxo/store/HistorySync"
 import { MANIFEST_FILE } from "@ctxo/store/Paths"
-import { annotateSpan } from "@ctxo/store/Spans"
+import { annotateSpan, withSpan } from "@ctxo/store/Spans"
 import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import { Context, Effect, Either, Layer, Metric, Option, Schema } from "effect"
@@ -580,7 +580,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             )
           })
         )
-        .pipe(Effect.withSpan(span, { attributes: { "ctxo.session": sessionId }, captureStackTrace: false }))
+        .pipe(withSpan(span, { attributes: { "ctxo.session": sessionId }, captureStackTrace: false }))
 
     const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>
       Effect.gen(function* () {

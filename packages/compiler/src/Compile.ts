@@ -34,8 +34,8 @@ import type { HistoryCorrupt } from "@ctxo/history/HistoryErrors"
 import { turnSpans } from "@ctxo/history/HistoryView"
 import type { HistoryDocument } from "@ctxo/history/Message"
 import { textOf, toolCallsOf } from "@ctxo/history/Message"
-import { annotateSpan } from "@ctxo/store/Spans"
-import { Clock, Context, Effect, Either, Exit, Option } from "effect"
+import { annotateSpan, startSpan, withSpan } from "@ctxo/store/Spans"
+import { Context, Effect, Either, Option } from "effect"
 import * as CompileCache from "./CompileCache.ts"
 import type {
   DuplicateInput,
@@ -181,7 +181,7 @@ export const compile = (
 
     // 1. resolve sources
     const sources = yield* resolveSources(ws, cache, options, warn).pipe(
-      Effect.withSpan("Compiler.resolveSources", noStack)
+      withSpan("Compiler.resolveSources", noStack)
     )
     const { systemPrompt, turns } = sources
     // The deployment's default shares (the gateway's CTXO_BUDGET_SHARES), the manifest's over them.
@@ -209,7 +209,7 @@ export const compile = (
           ? [...manifest.references, ...(options.references ?? [])]
           : (options.references ?? []),
       warn
-    }).pipe(Effect.withSpan("Compiler.mergeReferences", noStack))
+    }).pipe(withSpan("Compiler.mergeReferences", noStack))
     const last = turns.at(-1)
     const runningTurn = input === "" && last !== undefined && !last.finished ? last : undefined
     const historyFile = manifest.chatHistory.source
@@ -262,7 +262,7 @@ export const compile = (
         budgetOf: (source) =>
           Math.floor((manifest.budget.shares?.[source] ?? DEFAULT_SHARES[source] ?? 0) * available)
       })
-      .pipe(Effect.withSpan("Compiler.collect", noStack))
+      .pipe(withSpan("Compiler.collect", noStack))
 
     // The tools source: the client's, and the offered ones the input wants.
     const toolChoice = selectTools({
@@ -305,7 +305,7 @@ export const compile = (
         recall: { query: askedFor, rank }
       })
     // Measured as its own stage (pure code: the span starts before it and ends after it).
-    const selectSpan = yield* Effect.makeSpan("Compiler.selectBlocks", noStack)
+    const endSelect = yield* startSpan("Compiler.selectBlocks", noStack)
     let v = 0
     let selection: Either.Either<Selection, BudgetExceeded> = selectWith(v)
     if (Either.isLeft(selection) && running !== undefined && running.variants > 0) {
@@ -324,7 +324,7 @@ export const compile = (
       }
       if (found !== undefined) selection = found
     }
-    selectSpan.end(yield* Clock.currentTimeNanos, Exit.void)
+    yield* endSelect
     const selected = yield* orElseFail(selection)
     const { historyStartTurn, reducedTurns, leftOutTurns } = selected
     // The offered tools the input does not want, in the ledger with why.
@@ -354,13 +354,13 @@ export const compile = (
       )
 
     // 4. format
-    const formatSpan = yield* Effect.makeSpan("Compiler.format", noStack)
+    const endFormat = yield* startSpan("Compiler.format", noStack)
     const composition = yield* orElseFail(formatter.compose(fitted.included))
     const rendered = formatter.render(composition)
-    formatSpan.end(yield* Clock.currentTimeNanos, Exit.void)
+    yield* endFormat
 
     // 5. emit
-    const emitSpan = yield* Effect.makeSpan("Compiler.emit", noStack)
+    const endEmit = yield* startSpan("Compiler.emit", noStack)
     const result = emit({
       cache,
       model: model.id,
@@ -373,7 +373,7 @@ export const compile = (
       warnings,
       ...(options.previous === undefined ? {} : { previous: options.previous })
     })
-    emitSpan.end(yield* Clock.currentTimeNanos, Exit.void)
+    yield* endEmit
     yield* annotateSpan({
       "ctxo.session": sid,
       "ctxo.model": model.id,
@@ -381,4 +381,4 @@ export const compile = (
       "ctxo.tokens.available": available
     })
     return result
-  }).pipe(Effect.withSpan("Compiler.compile", noStack))
+  }).pipe(withSpan("Compiler.compile", noStack))

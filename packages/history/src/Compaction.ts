@@ -16,6 +16,7 @@
  * trigger, compaction stops and reports it: it never loops.
  */
 import type { ModelInfo } from "@ctxo/budget/ModelRegistry"
+import { withSpan } from "@ctxo/store/Spans"
 import { Duration, Effect, Exit, Mailbox, Option, Stream } from "effect"
 import type { HistoryError } from "./HistoryErrors.ts"
 import { HistoryStore } from "./HistoryStore.ts"
@@ -422,7 +423,7 @@ export const compact = (
       stillOver,
       events
     } as const
-  }).pipe(Effect.withSpan("Compaction.compact"))
+  }).pipe(withSpan("Compaction.compact", { captureStackTrace: false }))
 
 /** `compact` as a stream of its progress events, ending when compaction ends (or failing with its error). */
 export const compactStream = (

@@ -3,6 +3,8 @@
  * (atomically, for the file store) before the next step runs. A crash loses at most the step in
  * flight; a retry resumes the turn instead of adding the input again.
  */
+
+import { withSpan } from "@ctxo/store/Spans"
 import { Effect } from "effect"
 import { type HistoryError, IdempotencyConflict } from "./HistoryErrors.ts"
 import { HistoryStore } from "./HistoryStore.ts"
@@ -29,7 +31,7 @@ export const startTurn = (
       return Effect.succeed([began, began.doc] as const)
     })
   ).pipe(
-    Effect.withSpan("Recorder.startTurn", {
+    withSpan("Recorder.startTurn", {
       attributes: { "ctxo.session": sessionId },
       captureStackTrace: false
     })
@@ -58,7 +60,7 @@ export const recordStep = (
       return Effect.succeed([message, next] as const)
     })
   ).pipe(
-    Effect.withSpan("Recorder.recordStep", {
+    withSpan("Recorder.recordStep", {
       attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
       captureStackTrace: false
     })
@@ -102,7 +104,7 @@ export const recordToolResult = (
       return Effect.succeed([message, next] as const)
     })
   }).pipe(
-    Effect.withSpan("Recorder.recordToolResult", {
+    withSpan("Recorder.recordToolResult", {
       attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
       captureStackTrace: false
     })
@@ -120,7 +122,7 @@ export const endTurn = (
       return Effect.succeed([message, next] as const)
     })
   ).pipe(
-    Effect.withSpan("Recorder.endTurn", {
+    withSpan("Recorder.endTurn", {
       attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
       captureStackTrace: false
     })

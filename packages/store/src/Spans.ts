@@ -1,12 +1,34 @@
 /**
- * Annotating the current span where tracing may be off. Effect's `annotateCurrentSpan` finds the
- * span through a failure: with tracing off (the gateway without an OTLP endpoint) every call builds
- * a `NoSuchElementException` with its stack trace, on every compile and turn. `annotateSpan` asks
- * whether tracing is on first and does nothing when it is not.
+ * Spans where tracing may be off (the gateway without an OTLP endpoint, the CLI, tests). With it
+ * off, Effect still makes a span for every `withSpan`, and copies the fiber's context to hold it;
+ * `annotateCurrentSpan` looks the span up through a failure, building a `NoSuchElementException`
+ * with its stack trace. On the hot path (every compile, history change and turn), these ask whether
+ * tracing is on first, and do nothing more when it is not.
  */
-import { Effect, FiberRef } from "effect"
+import type { Tracer } from "effect"
+import { Clock, Effect, Exit, FiberRef } from "effect"
 
+const tracing = FiberRef.get(FiberRef.currentTracerEnabled)
+
+/** `Effect.withSpan`, when tracing is on. */
+export const withSpan =
+  (name: string, options?: Tracer.SpanOptions) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(tracing, (on) => (on ? Effect.withSpan(self, name, options) : self))
+
+/** Attributes on the current span, when tracing is on. */
 export const annotateSpan = (values: Readonly<Record<string, unknown>>): Effect.Effect<void> =>
-  Effect.flatMap(FiberRef.get(FiberRef.currentTracerEnabled), (on) =>
-    on ? Effect.annotateCurrentSpan(values) : Effect.void
+  Effect.flatMap(tracing, (on) => (on ? Effect.annotateCurrentSpan(values) : Effect.void))
+
+/**
+ * A span started now, for pure code between two points (a stage of a compile): the effect it gives
+ * ends it. When tracing is off, there is none, and ending it does nothing.
+ */
+export const startSpan = (name: string, options?: Tracer.SpanOptions): Effect.Effect<Effect.Effect<void>> =>
+  Effect.flatMap(tracing, (on) =>
+    on
+      ? Effect.map(Effect.makeSpan(name, options), (span) =>
+          Effect.flatMap(Clock.currentTimeNanos, (now) => Effect.sync(() => span.end(now, Exit.void)))
+        )
+      : Effect.succeed(Effect.void)
   )
