@@ -150,7 +150,10 @@ describe("turnsOf", () => {
     const turns: Array<{ turn: number; messages: Array<Message>; finished: boolean }> = []
     for (const m of messages) {
       let t = turns.find((x) => x.turn === m.meta.turn)
-      if (t === undefined) turns.push((t = { turn: m.meta.turn, messages: [], finished: false }))
+      if (t === undefined) {
+        t = { turn: m.meta.turn, messages: [], finished: false }
+        turns.push(t)
+      }
       t.messages.push(m)
       if (m.meta.finished === true) t.finished = true
     }
