@@ -53,6 +53,17 @@ const setup = async (options?: Store.StoreOptions) => {
   return { root, store, file }
 }
 
+/** Every file handle's fdatasync goes through `through` (given the real one); the spy counts them. */
+const slowDisk = async (anyFile: string, through: (sync: () => Promise<void>) => Promise<void>) => {
+  const probe = await open(anyFile, "r")
+  const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+  await probe.close()
+  const datasync = prototype.datasync
+  return vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
+    return through(() => datasync.call(this))
+  })
+}
+
 /** Applies `change` to the stored document as history does: the difference, by reference. */
 const change = (store: Store.Service, id: string, change: (doc: Doc) => Doc) =>
   store.updateHistory(id, (json) => {
@@ -263,13 +274,9 @@ describe("the file store's history journal", () => {
     const { root, store, file } = await setup()
     await run(add(store, "first"))
     // Slow disks: each fdatasync takes 30 ms, so changes arrive while one runs.
-    const probe = await open(file("messages.journal"), "r")
-    const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
-    await probe.close()
-    const datasync = prototype.datasync
-    const spy = vi.spyOn(prototype, "datasync").mockImplementation(async function (this: unknown) {
+    const spy = await slowDisk(file("messages.journal"), async (sync) => {
       await new Promise((r) => setTimeout(r, 30))
-      return datasync.call(this)
+      return sync()
     })
     await run(
       Effect.forEach(
@@ -289,16 +296,14 @@ describe("the file store's history journal", () => {
     const { root, store, file } = await setup()
     await run(add(store, "first"))
     // A disk whose fdatasync finishes when the test says so.
-    const probe = await open(file("messages.journal"), "r")
-    const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
-    await probe.close()
-    const datasync = prototype.datasync
     const syncs: Array<() => void> = []
-    const spy = vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
-      return new Promise<void>((resolve, reject) => {
-        syncs.push(() => datasync.call(this).then(resolve, reject))
-      })
-    })
+    const spy = await slowDisk(
+      file("messages.journal"),
+      (sync) =>
+        new Promise<void>((resolve, reject) => {
+          syncs.push(() => sync().then(resolve, reject))
+        })
+    )
     const releaseAll = async () => {
       while (syncs.length > 0) syncs.shift()!()
       await new Promise((r) => setTimeout(r, 20))
