@@ -39,7 +39,7 @@ import type {
 } from "@ctxo/history/Compaction"
 import { compact } from "@ctxo/history/Compaction"
 import type { HistoryError, IdempotencyConflict } from "@ctxo/history/HistoryErrors"
-import { HistoryStore } from "@ctxo/history/HistoryStore"
+import { fromStoreError, HistoryStore } from "@ctxo/history/HistoryStore"
 import type { HistoryDocument, InputReference } from "@ctxo/history/Message"
 import { emptyHistory, lastUsageOf, textOf } from "@ctxo/history/Message"
 import { createReadTracker, type ReadTracker } from "@ctxo/history/ReadTracker"
@@ -463,99 +463,106 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       modelName: string,
       driver: Driver<E, R>,
       options: TurnOptions,
-      /** Run after the first step's compile, whatever its outcome, before anything else. */
-      afterFirstCompile: Effect.Effect<void, TurnError> = Effect.void
+      /**
+       * Run once, after the first step's compile whatever its outcome and before anything else (a
+       * model call, the end of the turn), or when the turn fails before it.
+       */
+      beforeFirstWord: Effect.Effect<void, TurnError> = Effect.void
     ): Effect.Effect<TurnOutcome, TurnError | E, R> =>
-      Effect.gen(function* () {
-        const last = yield* lastCompileOf(sessionId)
-        const emit = options.emit ?? (() => Effect.void)
-        for (let step = 1; step <= options.maxSteps; step++) {
-          const doc = yield* history.load(sessionId)
-          const compileOptions: CompileOptions = {
-            sessionId,
-            manifest,
-            model: modelName,
-            format: options.format ?? "openai",
-            history: doc,
-            query: "",
-            ...toolsOf(options),
-            ...(yield* memoryOf(sessionId)),
-            ...(last.compileState === undefined ? {} : { previous: last.compileState })
+      Effect.flatMap(Effect.cached(beforeFirstWord), (announce) =>
+        Effect.gen(function* () {
+          const last = yield* lastCompileOf(sessionId)
+          const emit = options.emit ?? (() => Effect.void)
+          for (let step = 1; step <= options.maxSteps; step++) {
+            const doc = yield* history.load(sessionId)
+            const compileOptions: CompileOptions = {
+              sessionId,
+              manifest,
+              model: modelName,
+              format: options.format ?? "openai",
+              history: doc,
+              query: "",
+              ...toolsOf(options),
+              ...(yield* memoryOf(sessionId)),
+              ...(last.compileState === undefined ? {} : { previous: last.compileState })
+            }
+            const compiledExit = yield* Effect.exit(provide(compiler.compile(compileOptions)))
+            if (step === 1) yield* announce
+            const compiled = yield* compiledExit
+            last.compileState = compiled.state
+            if (options.onCompiled)
+              yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
+            const context: StepContext = {
+              turn,
+              step,
+              model,
+              manifest,
+              emit,
+              recompile: (extras) => provide(compiler.compile({ ...compileOptions, ...extras }))
+            }
+            const answer = yield* driver.model(compiled, context)
+            if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
+            if (answer.toolCalls.length === 0) {
+              yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
+              yield* promote(sessionId)
+              yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
+              return {
+                _tag: "Answered",
+                turn,
+                text: answer.text,
+                steps: step - 1,
+                replayed: false,
+                compiled,
+                ...(answer.usage === undefined ? {} : { usage: answer.usage })
+              } as const
+            }
+            const runTool = driver.runTool
+            for (const [i, call] of answer.toolCalls.entries()) {
+              // A tool step (its call, run and result) is recorded whole or not at all: an
+              // interruption (a client gone, shutdown) waits for it.
+              yield* Effect.uninterruptible(
+                Effect.gen(function* () {
+                  yield* provide(
+                    recordStep(sessionId, turn, {
+                      ...(i === 0 && answer.text !== "" ? { text: answer.text } : {}),
+                      ...(i === 0 && answer.usage !== undefined ? { usage: answer.usage } : {}),
+                      toolCall: { callId: call.id, name: call.name, input: parseArguments(call.arguments) }
+                    })
+                  )
+                  yield* emit({ type: "tool-call", id: call.id, name: call.name, arguments: call.arguments })
+                  if (runTool === undefined) return
+                  const result = yield* runTool(call, context)
+                  yield* provide(
+                    recordToolResult(sessionId, turn, { callId: call.id, name: call.name }, result)
+                  )
+                  yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
+                })
+              )
+            }
+            if (runTool === undefined)
+              return {
+                _tag: "ToolCalls",
+                turn,
+                text: answer.text,
+                toolCalls: answer.toolCalls,
+                compiled,
+                ...(answer.usage === undefined ? {} : { usage: answer.usage })
+              } as const
           }
-          const compiledExit = yield* Effect.exit(provide(compiler.compile(compileOptions)))
-          if (step === 1) yield* afterFirstCompile
-          const compiled = yield* compiledExit
-          last.compileState = compiled.state
-          if (options.onCompiled) yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
-          const context: StepContext = {
+          yield* announce
+          const text = `Stopped after ${options.maxSteps} tool steps.`
+          yield* provide(endTurn(sessionId, turn, text))
+          yield* emit({ type: "done", turn, text, steps: options.maxSteps })
+          return {
+            _tag: "Answered",
             turn,
-            step,
-            model,
-            manifest,
-            emit,
-            recompile: (extras) => provide(compiler.compile({ ...compileOptions, ...extras }))
-          }
-          const answer = yield* driver.model(compiled, context)
-          if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
-          if (answer.toolCalls.length === 0) {
-            yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
-            yield* promote(sessionId)
-            yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
-            return {
-              _tag: "Answered",
-              turn,
-              text: answer.text,
-              steps: step - 1,
-              replayed: false,
-              compiled,
-              ...(answer.usage === undefined ? {} : { usage: answer.usage })
-            } as const
-          }
-          const runTool = driver.runTool
-          for (const [i, call] of answer.toolCalls.entries()) {
-            // A tool step (its call, run and result) is recorded whole or not at all: an
-            // interruption (a client gone, shutdown) waits for it.
-            yield* Effect.uninterruptible(
-              Effect.gen(function* () {
-                yield* provide(
-                  recordStep(sessionId, turn, {
-                    ...(i === 0 && answer.text !== "" ? { text: answer.text } : {}),
-                    ...(i === 0 && answer.usage !== undefined ? { usage: answer.usage } : {}),
-                    toolCall: { callId: call.id, name: call.name, input: parseArguments(call.arguments) }
-                  })
-                )
-                yield* emit({ type: "tool-call", id: call.id, name: call.name, arguments: call.arguments })
-                if (runTool === undefined) return
-                const result = yield* runTool(call, context)
-                yield* provide(
-                  recordToolResult(sessionId, turn, { callId: call.id, name: call.name }, result)
-                )
-                yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
-              })
-            )
-          }
-          if (runTool === undefined)
-            return {
-              _tag: "ToolCalls",
-              turn,
-              text: answer.text,
-              toolCalls: answer.toolCalls,
-              compiled,
-              ...(answer.usage === undefined ? {} : { usage: answer.usage })
-            } as const
-        }
-        const text = `Stopped after ${options.maxSteps} tool steps.`
-        yield* provide(endTurn(sessionId, turn, text))
-        yield* emit({ type: "done", turn, text, steps: options.maxSteps })
-        return {
-          _tag: "Answered",
-          turn,
-          text,
-          steps: options.maxSteps,
-          replayed: false,
-          stopped: true
-        } as const
-      })
+            text,
+            steps: options.maxSteps,
+            replayed: false,
+            stopped: true
+          } as const
+        }).pipe(Effect.onError(() => Effect.ignore(announce)))
+      )
 
     /**
      * A turn of `sessionId` under its lock, traced as `span`: the compile state is kept only while
@@ -670,7 +677,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               driver,
               options,
               Effect.zipRight(
-                synced,
+                Effect.mapError(synced, fromStoreError(sid, "write")),
                 Effect.zipRight(
                   emit({ type: "turn", turn: started.turn, resumed: started.resumed }),
                   annotateSpan({ "ctxo.turn": started.turn })

@@ -1,8 +1,15 @@
 /**
  * The turn engine on its own (memory store, a scripted model): per-session state stays bounded,
  * the compaction trigger comes from the usage recorded in history (so a restarted engine compacts
- * as the old one would have), and an input that cannot fit is refused with nothing recorded.
+ * as the old one would have), and an input that cannot fit is refused with nothing recorded. On
+ * the file store, the input's fdatasync runs while its first request compiles, and the turn says
+ * nothing before it is done.
  */
+
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { open } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import * as Workspace from "@ctxo/compiler/Workspace"
@@ -10,8 +17,8 @@ import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import * as MemoryStore from "@ctxo/store/MemoryStore"
 import * as Store from "@ctxo/store/Store"
-import { describe, expect, it } from "@effect/vitest"
-import { Effect, FiberRef, Layer } from "effect"
+import { afterAll, describe, expect, it, vi } from "@effect/vitest"
+import { Effect, FiberRef, Layer, ManagedRuntime } from "effect"
 import * as TurnEngine from "../src/TurnEngine.ts"
 
 const sessions = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`s${i}`, {}]))
@@ -292,4 +299,74 @@ describe("TurnEngine", () => {
       expect(yield* history.load("s4")).toEqual(before)
     }).pipe(Effect.provide(services))
   )
+})
+
+describe("TurnEngine on the file store", () => {
+  const roots: Array<string> = []
+  afterAll(() => {
+    for (const root of roots) rmSync(root, { recursive: true, force: true })
+  })
+
+  it("compiles while the input's fdatasync runs, and says nothing (its number, a model call) before it is done", async () => {
+    const root = mkdtempSync(join(tmpdir(), "ctxo-engine-sync-"))
+    roots.push(root)
+    writeFileSync(join(root, "system-prompt.md"), "You are a careful assistant.")
+    const fileServices = Layer.mergeAll(
+      Workspace.layerStore,
+      Summarizer.layerDeterministic,
+      ModelRegistry.layer(),
+      Tokenizer.layer(),
+      TurnEngine.seamsLive
+    ).pipe(Layer.provideMerge(HistoryStore.layerStore), Layer.provideMerge(Store.layer(root)))
+    const runtime = ManagedRuntime.make(fileServices)
+    try {
+      await runtime.runPromise(
+        Effect.flatMap(Store.Store, (store) => store.createSession({ id: "s", concept: "" }))
+      )
+      // A disk whose fdatasync ends when the test says so (from the turn's first write on).
+      const probe = await open(join(root, "system-prompt.md"), "r")
+      const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+      await probe.close()
+      const datasync = prototype.datasync
+      const held: Array<() => void> = []
+      vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
+        return new Promise<void>((resolve, reject) => {
+          held.push(() => datasync.call(this).then(resolve, reject))
+        })
+      })
+      const said: Array<string> = []
+      const engine = await runtime.runPromise(TurnEngine.make)
+      const turn = runtime.runPromise(
+        engine.turn(
+          { sessionId: "s", input: "hello" },
+          {
+            model: () =>
+              Effect.sync(() => {
+                said.push("model")
+                return { text: "hi", toolCalls: [] }
+              })
+          },
+          { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
+        )
+      )
+      for (let i = 0; i < 200 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
+      // The input is written and the first request compiled; its sync is held: nothing said yet.
+      await new Promise((r) => setTimeout(r, 50))
+      expect(held).toHaveLength(1)
+      expect(said).toEqual([])
+      let done = false
+      void turn.then(() => {
+        done = true
+      })
+      while (!done) {
+        for (const release of held.splice(0)) release()
+        await new Promise((r) => setTimeout(r, 5))
+      }
+      await turn
+      expect(said).toEqual(["turn", "model", "done"])
+    } finally {
+      vi.restoreAllMocks()
+      await runtime.dispose()
+    }
+  })
 })

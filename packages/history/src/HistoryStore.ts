@@ -94,6 +94,23 @@ export const layerMemory: Layer.Layer<HistoryStore> = Layer.effect(HistoryStore,
 /** Atomic writes (temp file, fsync, rename) live in the store package; re-exported for callers. */
 export { writeFileAtomic } from "@ctxo/store/Atomic"
 
+/** A store's error on a session's history as history's own (the file and the operation named). */
+export const fromStoreError =
+  (sessionId: string, operation: string) =>
+  (e: StoreError): HistoryError =>
+    e._tag === "PathRefused" && e.path === sessionId
+      ? new InvalidSessionId({ sessionId })
+      : e._tag === "SessionNotFound"
+        ? e
+        : e._tag === "PathRefused"
+          ? // messages.json or tool-results/ made a link out of the session: named, never followed.
+            new HistoryCorrupt({ file: `${sessionId}/${e.path}`, reason: e.reason })
+          : e._tag === "CorruptFile"
+            ? new HistoryCorrupt({ file: e.path, reason: e.reason })
+            : e._tag === "HistoryJournalCorrupt"
+              ? new HistoryCorrupt({ file: e.path, reason: `line ${e.line}: ${e.reason}` })
+              : new HistoryIOError({ file: `${sessionId}/${HISTORY_FILE}`, operation, reason: e.message })
+
 /**
  * History kept by the data root's store: `messages.json` with its journal and `tool-results/`
  * through the store's checked writes and its per-session lock (the one the files API, deletion and
@@ -101,21 +118,6 @@ export { writeFileAtomic } from "@ctxo/store/Atomic"
  */
 export const fromStore = (store: Store.Service): Service => {
   const fileOf = (sessionId: string) => `${sessionId}/${HISTORY_FILE}`
-  const fromStoreError =
-    (sessionId: string, operation: string) =>
-    (e: StoreError): HistoryError =>
-      e._tag === "PathRefused" && e.path === sessionId
-        ? new InvalidSessionId({ sessionId })
-        : e._tag === "SessionNotFound"
-          ? e
-          : e._tag === "PathRefused"
-            ? // messages.json or tool-results/ made a link out of the session: named, never followed.
-              new HistoryCorrupt({ file: `${sessionId}/${e.path}`, reason: e.reason })
-            : e._tag === "CorruptFile"
-              ? new HistoryCorrupt({ file: e.path, reason: e.reason })
-              : e._tag === "HistoryJournalCorrupt"
-                ? new HistoryCorrupt({ file: e.path, reason: `line ${e.line}: ${e.reason}` })
-                : new HistoryIOError({ file: fileOf(sessionId), operation, reason: e.message })
   /**
    * The last document per session with the stored JSON it came from (the store hands back the same
    * object while the files are unchanged): an unchanged history is not decoded again. `exact`: the

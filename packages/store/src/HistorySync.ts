@@ -10,7 +10,7 @@
  * ends without having run it (failed, interrupted): nothing of it goes on before they are done. It
  * runs once; running it again gives its first result.
  */
-import { Effect, FiberRef } from "effect"
+import { Effect, Either, FiberRef } from "effect"
 import type { StoreError } from "./StoreErrors.ts"
 
 interface Pending {
@@ -30,13 +30,25 @@ export const deferSync = <A, E, R, B, E2, R2>(
   write: Effect.Effect<A, E, R>,
   after: (value: A, synced: Effect.Effect<void, StoreError>) => Effect.Effect<B, E2, R2>
 ): Effect.Effect<B, E | E2, R | R2> =>
-  Effect.gen(function* () {
-    const pending: Pending = { syncs: [] }
-    const value = yield* Effect.locally(write, deferredSyncs, pending).pipe(
-      Effect.onExit((exit) =>
-        exit._tag === "Failure" ? Effect.ignore(Effect.forEach(pending.syncs, (s) => s)) : Effect.void
+  Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function* () {
+      const pending: Pending = { syncs: [] }
+      // Every sync awaited, not stopping at a failure (the first one is the wait's), and not cut
+      // short by an interruption.
+      const synced = yield* Effect.cached(
+        Effect.uninterruptible(
+          Effect.flatMap(
+            Effect.suspend(() => Effect.all(pending.syncs, { mode: "either" })),
+            (results) => {
+              const failed = results.find(Either.isLeft)
+              return failed === undefined ? Effect.void : Effect.fail(failed.left)
+            }
+          )
+        )
       )
-    )
-    const synced = yield* Effect.cached(Effect.forEach(pending.syncs, (s) => s, { discard: true }))
-    return yield* Effect.ensuring(after(value, synced), Effect.ignore(synced))
-  })
+      const value = yield* restore(Effect.locally(write, deferredSyncs, pending)).pipe(
+        Effect.onError(() => Effect.ignore(synced))
+      )
+      return yield* restore(after(value, synced)).pipe(Effect.ensuring(Effect.ignore(synced)))
+    })
+  )

@@ -513,21 +513,24 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       journaled.add(sessionId)
       if (next.records >= foldRecords || next.validBytes >= foldBytes) yield* scheduleFold(sessionId)
       const journal = written.journal
-      const awaited = (until: () => Promise<void>) =>
-        Effect.tryPromise({ try: until, catch: deps.io(file, "sync") }).pipe(
-          Effect.tapError(() =>
-            Effect.sync(() => {
-              // What is on disk is not known: read again, and start over with a new handle.
-              states.delete(sessionId)
-              if (files.get(sessionId) === journal) files.delete(sessionId)
-            })
-          ),
-          Effect.ensuring(Effect.sync(() => journal.release()))
+      // The record's reference on its journal file is given back when its sync ends, whoever waits.
+      const settled = (synced: Promise<void>) =>
+        synced.then(
+          () => journal.release(),
+          (error: unknown) => {
+            // What is on disk is not known: read again, and start over with a new handle.
+            states.delete(sessionId)
+            if (files.get(sessionId) === journal) files.delete(sessionId)
+            journal.release()
+            throw error
+          }
         )
+      const awaited = (synced: () => Promise<void>) =>
+        Effect.tryPromise({ try: synced, catch: deps.io(file, "sync") })
       /** The wait until the record is on disk; `started`: its fdatasync started now, awaited later. */
-      const durable = awaited(() => journal.until(seq))
+      const durable = awaited(() => settled(journal.until(seq)))
       const started = Effect.sync(() => {
-        const synced = journal.until(seq)
+        const synced = settled(journal.until(seq))
         synced.catch(() => {})
         return awaited(() => synced)
       })
