@@ -58,7 +58,7 @@ const wordsOfTurn = new WeakMap<Turn, string>()
  * its turns the same objects but the last, when it grew. The list returned is the caller's.
  */
 export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
-  const known = grouped.find((g) => startsWith(messages, g.messages))
+  const known = grouped.find((g) => startsWith(messages, g))
   if (known !== undefined) {
     const extended = extend(known, messages)
     if (extended !== undefined) return extended.slice()
@@ -77,13 +77,17 @@ export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
     if (message.meta.finished === true) turn.finished = true
     if (message.meta.turn > max) max = message.meta.turn
   }
-  remember({ messages, turns, max })
+  if (messages.length > 0) remember({ messages, length: messages.length, turns, max })
   return turns.slice()
 }
 
-/** A message list's turns (never changed once kept), and its highest turn number. */
+/**
+ * A message list's first `length` messages (the list as it was grouped: a caller may add to its own
+ * list later), their turns (never changed once kept) and their highest turn number.
+ */
 interface Grouping {
   readonly messages: ReadonlyArray<Message>
+  readonly length: number
   readonly turns: ReadonlyArray<Turn>
   readonly max: number
 }
@@ -94,10 +98,10 @@ const remember = (g: Grouping) => {
   grouped.unshift(g)
   if (grouped.length > GROUPINGS) grouped.pop()
 }
-const startsWith = (messages: ReadonlyArray<Message>, prefix: ReadonlyArray<Message>) => {
-  if (prefix.length > messages.length || prefix.length === 0) return false
-  if (messages === prefix) return true
-  for (let i = prefix.length - 1; i >= 0; i--) if (messages[i] !== prefix[i]) return false
+const startsWith = (messages: ReadonlyArray<Message>, grouping: Grouping) => {
+  const { messages: prefix, length } = grouping
+  if (length > messages.length || prefix.length < length) return false
+  for (let i = length - 1; i >= 0; i--) if (messages[i] !== prefix[i]) return false
   return true
 }
 /**
@@ -105,7 +109,7 @@ const startsWith = (messages: ReadonlyArray<Message>, prefix: ReadonlyArray<Mess
  * above every turn before (how a history grows); undefined otherwise.
  */
 const extend = (known: Grouping, messages: ReadonlyArray<Message>): ReadonlyArray<Turn> | undefined => {
-  if (messages.length === known.messages.length) return known.turns
+  if (messages.length === known.length) return known.turns
   const turns = known.turns.slice()
   let max = known.max
   let last = turns.at(-1)
@@ -117,7 +121,7 @@ const extend = (known: Grouping, messages: ReadonlyArray<Message>): ReadonlyArra
       lastMessages = undefined
     }
   }
-  for (let i = known.messages.length; i < messages.length; i++) {
+  for (let i = known.length; i < messages.length; i++) {
     const message = messages[i]!
     const number = message.meta.turn
     if (last !== undefined && number === last.turn) {
@@ -139,7 +143,7 @@ const extend = (known: Grouping, messages: ReadonlyArray<Message>): ReadonlyArra
     } else return undefined
   }
   close()
-  remember({ messages, turns, max })
+  remember({ messages, length: messages.length, turns, max })
   return turns
 }
 

@@ -194,11 +194,21 @@ describe("turnsOf", () => {
                 const same = turns.find((x) => x.turn === t.turn)
                 if (same !== undefined && same.messages.length === t.messages.length) expect(same).toBe(t)
               }
-            before = turns
+            before = turns.slice()
             // The caller's list: changing it changes nothing kept.
             turns.pop()
             expect(turnsOf(messages)).toEqual(reference(messages))
           }
+          // Shorter lists grouped again after longer ones: what was kept was not changed by them.
+          for (const cut of cuts) {
+            const messages = all.slice(0, Math.min(cut, all.length))
+            expect(turnsOf(messages)).toEqual(reference(messages))
+          }
+          // A list the caller grows in place after it was grouped.
+          const growing = all.slice(0, Math.ceil(all.length / 2))
+          expect(turnsOf(growing)).toEqual(reference(growing))
+          growing.push(...all.slice(growing.length))
+          expect(turnsOf(growing)).toEqual(reference(all))
         }
       )
     )
