@@ -15,8 +15,8 @@
  */
 
 import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
-import { annotateSpan, withSpan } from "@ctxo/store/Spans"
-import { Config, Effect, FiberRef, Layer, Option, Stream } from "effect"
+import { annotateSpan, tracing, withSpan } from "@ctxo/store/Spans"
+import { Config, Effect, Layer, Option, Stream } from "effect"
 import type { OtelOptions } from "./internal/Otel.ts"
 
 /** The attribute every span of a request carries: its `x-request-id`. */
@@ -56,10 +56,7 @@ const usageOf = (value: unknown) => {
 const whenTracing = <A, E, R>(
   stream: Stream.Stream<A, E, R>,
   traced: (s: Stream.Stream<A, E, R>) => Stream.Stream<A, E, R>
-) =>
-  Stream.unwrap(
-    Effect.map(FiberRef.get(FiberRef.currentTracerEnabled), (on) => (on ? traced(stream) : stream))
-  )
+) => Stream.unwrap(Effect.map(tracing, (on) => (on ? traced(stream) : stream)))
 
 /**
  * The model client with each upstream call a span: the model, and the tokens the upstream reported.

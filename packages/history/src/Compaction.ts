@@ -423,7 +423,7 @@ export const compact = (
       stillOver,
       events
     } as const
-  }).pipe(withSpan("Compaction.compact", { captureStackTrace: false }))
+  }).pipe(withSpan("Compaction.compact"))
 
 /** `compact` as a stream of its progress events, ending when compaction ends (or failing with its error). */
 export const compactStream = (

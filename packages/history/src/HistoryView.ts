@@ -234,7 +234,7 @@ export const summaryText = (summary: Summary): string => summary.text
  * with an `interrupted` error result right after it: a model never sees a call without its result.
  */
 const answerDangling = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
-  // Every call answered (as almost always): the messages as they are, nothing built.
+  // Every call answered (as almost always): the messages as they are.
   const answered = new Set<string>()
   for (const m of messages) for (const p of m.parts) if (p._tag === "tool-result") answered.add(p.callId)
   let dangling = false

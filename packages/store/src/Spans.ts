@@ -8,13 +8,16 @@
 import type { Tracer } from "effect"
 import { Clock, Effect, Exit, FiberRef } from "effect"
 
-const tracing = FiberRef.get(FiberRef.currentTracerEnabled)
+/** Whether tracing is on (the tracer is enabled for the current fiber). */
+export const tracing: Effect.Effect<boolean> = FiberRef.get(FiberRef.currentTracerEnabled)
 
-/** `Effect.withSpan`, when tracing is on. */
+/** `Effect.withSpan`, when tracing is on (no stack trace captured unless asked for). */
 export const withSpan =
   (name: string, options?: Tracer.SpanOptions) =>
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.flatMap(tracing, (on) => (on ? Effect.withSpan(self, name, options) : self))
+    Effect.flatMap(tracing, (on) =>
+      on ? Effect.withSpan(self, name, { captureStackTrace: false, ...options }) : self
+    )
 
 /** Attributes on the current span, when tracing is on. */
 export const annotateSpan = (values: Readonly<Record<string, unknown>>): Effect.Effect<void> =>

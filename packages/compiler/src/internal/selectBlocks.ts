@@ -455,7 +455,8 @@ export const selectBlocks = (options: {
           : required(counting.note("compression__context", NOTE_ID, noteText, "summaries"))
       plan = {
         summaries: [...(note === undefined ? [] : [note]), ...shownSummaries.map(required)],
-        turns: chosen.map(required),
+        // Turn units are required as counted (wholeOf, reducedOf).
+        turns: chosen,
         shownSummaries,
         recall: [],
         leftOut: [...new Set(leftOut)].sort((a, b) => a - b),
@@ -561,13 +562,7 @@ export const selectBlocks = (options: {
       ? report.units
       : report.units.map((row) => {
           const unit = shownUnits.get(`${row.source}\u0000${row.id}`)
-          if (
-            unit === undefined ||
-            unit.kind !== "turn" ||
-            unit.reduced !== true ||
-            row.status !== "included"
-          )
-            return row
+          if (unit === undefined || unit.kind !== "turn" || row.status !== "included") return row
           const whole =
             unit.source === "pinned_history" ? undefined : wholeUnits.get(originalOf(unit.turn, offered))
           return {
