@@ -667,24 +667,19 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           }
           // The input is written, and its first request compiled while the disk syncs it: it is on
           // disk before the turn says anything (its number, a model call, an error).
-          return yield* deferSync(provide(startTurn(sid, began)), (started, synced) =>
-            steps(
-              sid,
-              started.turn,
-              manifest,
-              model,
-              modelName,
-              driver,
-              options,
+          return yield* deferSync(provide(startTurn(sid, began)), (started, synced, pending) => {
+            const announce = Effect.zipRight(
+              Effect.mapError(synced, fromStoreError(sid, "write")),
               Effect.zipRight(
-                Effect.mapError(synced, fromStoreError(sid, "write")),
-                Effect.zipRight(
-                  emit({ type: "turn", turn: started.turn, resumed: started.resumed }),
-                  annotateSpan({ "ctxo.turn": started.turn })
-                )
+                emit({ type: "turn", turn: started.turn, resumed: started.resumed }),
+                annotateSpan({ "ctxo.turn": started.turn })
               )
             )
-          )
+            const run = (beforeFirstWord: Effect.Effect<void, TurnError>) =>
+              steps(sid, started.turn, manifest, model, modelName, driver, options, beforeFirstWord)
+            // Nothing to wait for (a store durable when a change returns): the number at once.
+            return pending ? run(announce) : Effect.zipRight(announce, run(Effect.void))
+          })
         })
       )
 

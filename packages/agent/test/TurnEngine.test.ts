@@ -12,6 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import { compile } from "@ctxo/compiler/Compile"
 import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Summarizer from "@ctxo/history/Summarizer"
@@ -298,6 +299,37 @@ describe("TurnEngine", () => {
       expect(error._tag).toBe("BudgetExceeded")
       expect(yield* history.load("s4")).toEqual(before)
     }).pipe(Effect.provide(services))
+  )
+})
+
+describe("the turn's number", () => {
+  it.effect(
+    "comes before the first compile on a store durable when a change returns (nothing to wait for)",
+    () =>
+      Effect.gen(function* () {
+        const said: Array<string> = []
+        const recording = Layer.succeed(TurnEngine.ContextCompiler, {
+          compile: (o) =>
+            Effect.zipRight(
+              Effect.sync(() => void said.push("compile")),
+              compile(o)
+            )
+        })
+        const engine = yield* TurnEngine.make.pipe(Effect.provide(recording))
+        yield* engine.turn(
+          { sessionId: "s7", input: "hello" },
+          {
+            model: () =>
+              Effect.sync(() => {
+                said.push("model")
+                return { text: "hi", toolCalls: [] }
+              })
+          },
+          { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
+        )
+        // The required layers' compile, the number, the first step's compile, the model.
+        expect(said).toEqual(["compile", "turn", "compile", "model", "done"])
+      }).pipe(Effect.provide(services))
   )
 })
 

@@ -23,12 +23,13 @@ export const deferredSyncs: FiberRef.FiberRef<Pending | undefined> = FiberRef.un
 )
 
 /**
- * Runs `write` with its history changes' fdatasyncs deferred, then `after(value, synced)`, where
- * `synced` waits until every change `write` made is on disk (and fails as the sync failed).
+ * Runs `write` with its history changes' fdatasyncs deferred, then `after(value, synced, pending)`,
+ * where `synced` waits until every change `write` made is on disk (and fails as the sync failed),
+ * and `pending` says whether there is anything to wait for (not on the memory and PostgreSQL stores).
  */
 export const deferSync = <A, E, R, B, E2, R2>(
   write: Effect.Effect<A, E, R>,
-  after: (value: A, synced: Effect.Effect<void, StoreError>) => Effect.Effect<B, E2, R2>
+  after: (value: A, synced: Effect.Effect<void, StoreError>, pending: boolean) => Effect.Effect<B, E2, R2>
 ): Effect.Effect<B, E | E2, R | R2> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
@@ -49,6 +50,8 @@ export const deferSync = <A, E, R, B, E2, R2>(
       const value = yield* restore(Effect.locally(write, deferredSyncs, pending)).pipe(
         Effect.onError(() => Effect.ignore(synced))
       )
-      return yield* restore(after(value, synced)).pipe(Effect.ensuring(Effect.ignore(synced)))
+      return yield* restore(after(value, synced, pending.syncs.length > 0)).pipe(
+        Effect.ensuring(Effect.ignore(synced))
+      )
     })
   )
