@@ -90,8 +90,7 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
       }),
       withSpan("ModelClient.passthrough", {
         kind: "client",
-        attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream },
-        captureStackTrace: false
+        attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream }
       })
     ),
   passthroughStream: (body) =>

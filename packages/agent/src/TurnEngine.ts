@@ -587,7 +587,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             )
           })
         )
-        .pipe(withSpan(span, { attributes: { "ctxo.session": sessionId }, captureStackTrace: false }))
+        .pipe(withSpan(span, { attributes: { "ctxo.session": sessionId } }))
 
     const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>
       Effect.gen(function* () {

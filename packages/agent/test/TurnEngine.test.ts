@@ -302,6 +302,20 @@ describe("TurnEngine", () => {
   )
 })
 
+/** A turn answered "hi", noting in `said` what it says (its events) and when it calls the model. */
+const notedTurn = (engine: TurnEngine.Service, sessionId: string, said: Array<string>) =>
+  engine.turn(
+    { sessionId, input: "hello" },
+    {
+      model: () =>
+        Effect.sync(() => {
+          said.push("model")
+          return { text: "hi", toolCalls: [] }
+        })
+    },
+    { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
+  )
+
 describe("the turn's number", () => {
   it.effect(
     "comes before the first compile on a store durable when a change returns (nothing to wait for)",
@@ -316,17 +330,7 @@ describe("the turn's number", () => {
             )
         })
         const engine = yield* TurnEngine.make.pipe(Effect.provide(recording))
-        yield* engine.turn(
-          { sessionId: "s7", input: "hello" },
-          {
-            model: () =>
-              Effect.sync(() => {
-                said.push("model")
-                return { text: "hi", toolCalls: [] }
-              })
-          },
-          { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
-        )
+        yield* notedTurn(engine, "s7", said)
         // The required layers' compile, the number, the first step's compile, the model.
         expect(said).toEqual(["compile", "turn", "compile", "model", "done"])
       }).pipe(Effect.provide(services))
@@ -368,19 +372,7 @@ describe("TurnEngine on the file store", () => {
       })
       const said: Array<string> = []
       const engine = await runtime.runPromise(TurnEngine.make)
-      const turn = runtime.runPromise(
-        engine.turn(
-          { sessionId: "s", input: "hello" },
-          {
-            model: () =>
-              Effect.sync(() => {
-                said.push("model")
-                return { text: "hi", toolCalls: [] }
-              })
-          },
-          { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
-        )
-      )
+      const turn = runtime.runPromise(notedTurn(engine, "s", said))
       for (let i = 0; i < 200 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
       // The input is written and the first request compiled; its sync is held: nothing said yet.
       await new Promise((r) => setTimeout(r, 50))

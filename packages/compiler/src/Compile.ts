@@ -66,9 +66,6 @@ export { chatMessagesOf, openAIChatMessage } from "./internal/units.ts"
 
 export const DEFAULT_MODEL = "openai/gpt-4o"
 
-/** The compile's spans capture no stack trace: every compile makes seven, and each trace is an Error. */
-const noStack = { captureStackTrace: false } as const
-
 /**
  * What a deployment sets for every compile (the gateway's config): default shares by source,
  * replacing seed 003's where given; a manifest's `budget.shares` still win over them.
@@ -180,9 +177,7 @@ export const compile = (
     }
 
     // 1. resolve sources
-    const sources = yield* resolveSources(ws, cache, options, warn).pipe(
-      withSpan("Compiler.resolveSources", noStack)
-    )
+    const sources = yield* resolveSources(ws, cache, options, warn).pipe(withSpan("Compiler.resolveSources"))
     const { systemPrompt, turns } = sources
     // The deployment's default shares (the gateway's CTXO_BUDGET_SHARES), the manifest's over them.
     const defaults = Option.getOrUndefined(yield* Effect.serviceOption(CompileDefaults))
@@ -209,7 +204,7 @@ export const compile = (
           ? [...manifest.references, ...(options.references ?? [])]
           : (options.references ?? []),
       warn
-    }).pipe(withSpan("Compiler.mergeReferences", noStack))
+    }).pipe(withSpan("Compiler.mergeReferences"))
     const last = turns.at(-1)
     const runningTurn = input === "" && last !== undefined && !last.finished ? last : undefined
     const historyFile = manifest.chatHistory.source
@@ -262,7 +257,7 @@ export const compile = (
         budgetOf: (source) =>
           Math.floor((manifest.budget.shares?.[source] ?? DEFAULT_SHARES[source] ?? 0) * available)
       })
-      .pipe(withSpan("Compiler.collect", noStack))
+      .pipe(withSpan("Compiler.collect"))
 
     // The tools source: the client's, and the offered ones the input wants.
     const toolChoice = selectTools({
@@ -305,7 +300,7 @@ export const compile = (
         recall: { query: askedFor, rank }
       })
     // Measured as its own stage (pure code: the span starts before it and ends after it).
-    const endSelect = yield* startSpan("Compiler.selectBlocks", noStack)
+    const endSelect = yield* startSpan("Compiler.selectBlocks")
     let v = 0
     let selection: Either.Either<Selection, BudgetExceeded> = selectWith(v)
     if (Either.isLeft(selection) && running !== undefined && running.variants > 0) {
@@ -354,13 +349,13 @@ export const compile = (
       )
 
     // 4. format
-    const endFormat = yield* startSpan("Compiler.format", noStack)
+    const endFormat = yield* startSpan("Compiler.format")
     const composition = yield* orElseFail(formatter.compose(fitted.included))
     const rendered = formatter.render(composition)
     yield* endFormat
 
     // 5. emit
-    const endEmit = yield* startSpan("Compiler.emit", noStack)
+    const endEmit = yield* startSpan("Compiler.emit")
     const result = emit({
       cache,
       model: model.id,
@@ -381,4 +376,4 @@ export const compile = (
       "ctxo.tokens.available": available
     })
     return result
-  }).pipe(withSpan("Compiler.compile", noStack))
+  }).pipe(withSpan("Compiler.compile"))

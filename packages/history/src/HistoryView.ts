@@ -234,19 +234,11 @@ export const summaryText = (summary: Summary): string => summary.text
  * with an `interrupted` error result right after it: a model never sees a call without its result.
  */
 const answerDangling = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
-  // Every call answered (as almost always): the messages as they are.
   const answered = new Set<string>()
   for (const m of messages) for (const p of m.parts) if (p._tag === "tool-result") answered.add(p.callId)
-  let dangling = false
-  for (const m of messages) {
-    for (const p of m.parts)
-      if (p._tag === "tool-call" && !answered.has(p.callId)) {
-        dangling = true
-        break
-      }
-    if (dangling) break
-  }
-  if (!dangling) return messages
+  // Every call answered (as almost always): the messages as they are.
+  if (!messages.some((m) => m.parts.some((p) => p._tag === "tool-call" && !answered.has(p.callId))))
+    return messages
   return messages.flatMap((m) => {
     const dangling = toolCallsOf(m).filter((c) => !answered.has(c.callId))
     if (dangling.length === 0) return [m]

@@ -32,8 +32,7 @@ export const startTurn = (
     })
   ).pipe(
     withSpan("Recorder.startTurn", {
-      attributes: { "ctxo.session": sessionId },
-      captureStackTrace: false
+      attributes: { "ctxo.session": sessionId }
     })
   )
 
@@ -61,8 +60,7 @@ export const recordStep = (
     })
   ).pipe(
     withSpan("Recorder.recordStep", {
-      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
-      captureStackTrace: false
+      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn }
     })
   )
 
@@ -105,8 +103,7 @@ export const recordToolResult = (
     })
   }).pipe(
     withSpan("Recorder.recordToolResult", {
-      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
-      captureStackTrace: false
+      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn }
     })
   )
 
@@ -123,7 +120,6 @@ export const endTurn = (
     })
   ).pipe(
     withSpan("Recorder.endTurn", {
-      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn },
-      captureStackTrace: false
+      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn }
     })
   )

@@ -124,23 +124,20 @@ const extend = (known: Grouping, messages: ReadonlyArray<Message>): ReadonlyArra
   for (let i = known.length; i < messages.length; i++) {
     const message = messages[i]!
     const number = message.meta.turn
-    if (last !== undefined && number === last.turn) {
-      if (lastMessages === undefined) {
-        lastMessages = [...last.messages]
-        lastFinished = last.finished
-      }
-      lastMessages.push(message)
-      if (message.meta.finished === true) lastFinished = true
-    } else if (number > max) {
+    if (last === undefined || number !== last.turn) {
+      // Only a turn numbered above every one before opens here; else group afresh.
+      if (number <= max) return undefined
       close()
       last = { turn: number, messages: [], finished: false }
       turns.push(last)
-      lastMessages = []
-      lastFinished = false
-      lastMessages.push(message)
-      if (message.meta.finished === true) lastFinished = true
       max = number
-    } else return undefined
+    }
+    if (lastMessages === undefined) {
+      lastMessages = [...last.messages]
+      lastFinished = last.finished
+    }
+    lastMessages.push(message)
+    if (message.meta.finished === true) lastFinished = true
   }
   close()
   remember({ messages, length: messages.length, turns, max })

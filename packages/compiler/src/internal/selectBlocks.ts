@@ -118,17 +118,7 @@ export const selectBlocks = (options: {
     margin: counter.margin,
     ...budgetOptions
   })
-  // A unit made required once per compile: plans are made several times over the same units.
-  const requiredOf = new WeakMap<CompileUnit, CompileUnit>()
-  const required = (u: CompileUnit): CompileUnit => {
-    if (u.required === true) return u
-    let r = requiredOf.get(u)
-    if (r === undefined) {
-      r = { ...u, required: true }
-      requiredOf.set(u, r)
-    }
-    return r
-  }
+  const required = (u: CompileUnit): CompileUnit => (u.required === true ? u : { ...u, required: true })
 
   // The required layers.
   const contexts = options.units.map(counting.context)
@@ -152,6 +142,8 @@ export const selectBlocks = (options: {
   const offered = history.shown ? history.turns : []
   const pinnedTurns = offered.filter(isPinned)
   const walkTurns = offered.filter((t) => !isPinned(t))
+  /** Whether these units of the walk show every one of its turns (each unit is a distinct turn of it). */
+  const showsEvery = (units: ReadonlyArray<CompileUnit>) => units.length === walkTurns.length
   const baseTokens = sum(systemUnits) + sum(inputUnits) + sum(rulesUnits) + sum(clientTools)
   const reduced = (t: Turn) => reduceTurn(t, { historyFile: history.file })
   // Pinned turns whole, or reduced when whole they would leave less of history covered.
@@ -295,8 +287,7 @@ export const selectBlocks = (options: {
   }
   /** Recall brings back only finished turns the plan does not show: a plan showing them all needs none. */
   const showsEveryFinishedTurn = (plan: HistoryPlan) => {
-    // Each shown turn is a distinct offered turn: as many as there are means all of them.
-    if (plan.turns.length === walkTurns.length) return true
+    if (showsEvery(plan.turns)) return true
     const shown = new Set(plan.turns.flatMap((u) => (u.kind === "turn" ? [u.turn.turn] : [])))
     return walkTurns.every((t) => !t.finished || shown.has(t.turn))
   }
@@ -427,11 +418,9 @@ export const selectBlocks = (options: {
       const someShown = shownSummaries.length > 0
       const onFileOnly = (turn: number) =>
         someShown && history.summaries.some((s) => s.fromTurn <= turn && turn <= s.toTurn)
-      // Every offered turn shown (each chosen unit is a distinct one) and none elsewhere: none left out.
+      // Every offered turn shown and none elsewhere: none left out.
       const noneLeftOut =
-        chosen.length === walkTurns.length &&
-        history.notOffered.length === 0 &&
-        history.archivedTurns.length === 0
+        showsEvery(chosen) && history.notOffered.length === 0 && history.archivedTurns.length === 0
       const shownTurns = noneLeftOut
         ? undefined
         : new Set([...chosen, ...pinnedUnits].map((u) => (u.kind === "turn" ? u.turn.turn : -1)))
@@ -518,11 +507,11 @@ export const selectBlocks = (options: {
 
   // The ledger: reduced turns, turns and summaries left out, and why.
   const final = plan
-  const shownIds = new Set(final.turns.length === walkTurns.length ? [] : final.turns.map((u) => u.id))
   const offeredLedger: Array<UnitLedger> = []
   let stoppedAt: number | undefined
-  // Every offered turn shown (each shown turn is a distinct one): none to account for.
-  for (const t of final.turns.length === walkTurns.length ? [] : [...walkTurns].reverse()) {
+  const shownIds = new Set(final.turns.map((u) => u.id))
+  // Every offered turn shown: none to account for.
+  for (const t of showsEvery(final.turns) ? [] : [...walkTurns].reverse()) {
     const w = wholeOf(t)
     if (shownIds.has(w.id)) continue
     const summary = coveredBy(final.shownSummaries, t.turn)

@@ -525,16 +525,13 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
             throw error
           }
         )
-      const awaited = (synced: () => Promise<void>) =>
-        Effect.tryPromise({ try: synced, catch: deps.io(file, "sync") })
-      /** The wait until the record is on disk; `started`: its fdatasync started now, awaited later. */
-      const durable = awaited(() => settled(journal.until(seq)))
-      const started = Effect.sync(() => {
+      /** Starts the record's fdatasync (or joins the one running), once; the wait until it is on disk. */
+      const sync = (): Effect.Effect<void, StoreError> => {
         const synced = settled(journal.until(seq))
         synced.catch(() => {})
-        return awaited(() => synced)
-      })
-      return { json: json as unknown, durable, started }
+        return Effect.tryPromise({ try: () => synced, catch: deps.io(file, "sync") })
+      }
+      return { json: json as unknown, sync }
     })
 
   return {
@@ -559,16 +556,17 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
             const [value, patch] = yield* f(current.json)
             if (patch === undefined) {
               yield* sessionExists(sessionId)
-              return { value, json: current.json, durable: Effect.void, started: Effect.succeed(Effect.void) }
+              return { value, json: current.json, sync: () => Effect.void }
             }
             return { value, ...(yield* Effect.uninterruptible(append(sessionId, state, current, patch))) }
           })
         )
         // Outside the lock (unless the caller holds it): appends meanwhile share the next fdatasync.
-        // Inside `deferSync` it starts now, and the caller awaits it later.
+        // Inside `deferSync` the caller awaits it later.
+        const synced = step.sync()
         const deferred = yield* FiberRef.get(deferredSyncs)
-        if (deferred === undefined) yield* step.durable
-        else deferred.syncs.push(yield* step.started)
+        if (deferred === undefined) yield* synced
+        else deferred.syncs.push(synced)
         return [step.value, step.json] as const
       }),
     /**
