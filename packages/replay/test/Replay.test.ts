@@ -72,6 +72,22 @@ describe("replay", () => {
     expect(retry.renderedInputs).toBe(1)
   })
 
+  it("finds the reminder after the running input when an earlier turn had the same words", async () => {
+    const session = fixture("fix-login-bug")
+    const again = {
+      ...session,
+      turns: [session.turns[0]!, { ...session.turns[1]!, user: session.turns[0]!.user }]
+    }
+    for (const profile of defaultProfiles.filter((p) => p.id === "gpt-4o" || p.id === "claude-sonnet-4-5")) {
+      const evidence = await Effect.runPromise(
+        replaySession(again, profile).pipe(Effect.provide(Layer.merge(live, budget)))
+      )
+      expect(check(evidence, "reminders")).toEqual([])
+      const second = evidence.points.find((p) => p.turn === 2 && p.step === 0)!
+      expect(second.reminder?.named).toEqual(["src/auth.ts"])
+    }
+  })
+
   it("refuses, with a clear error, an input that cannot fit an 8k model", async () => {
     const evidence = await replay("write-300-lines", defaultProfiles.find((p) => p.id === "gpt-4")!)
     expect(evidence.failures.every((f) => f.refusal && f.tag === "BudgetExceeded")).toBe(true)
