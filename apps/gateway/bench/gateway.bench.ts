@@ -134,13 +134,14 @@ const call = async (base: string, stream: boolean, session?: string, text?: stri
   if (r.statusCode !== 200) throw new Error(`${r.statusCode} ${answer.slice(0, 200)}`)
 }
 
+/** Untimed calls before a steady-state row (V8 optimizes the gateway's code over the first hundreds). */
 const STEADY = 500
 const quantile = (sorted: ReadonlyArray<number>, q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!
 /**
  * `count` timed calls after `warm` untimed ones. The rows of a server that runs for days (direct,
- * the floor, the gateway's proxy) are timed once each server's code is optimized: 500 calls first.
- * Coming up is the cold-start row's.
+ * the floor, the gateway's proxy) are timed once each server's code is optimized: `STEADY` calls
+ * first. How a server starts is the cold-start row's.
  */
 const latencies = async (count: number, f: () => Promise<void>, warm = 20) => {
   for (let i = 0; i < warm; i++) await f()

@@ -29,8 +29,7 @@ import {
 } from "@ctxo/agent/ModelClient"
 import { type Driver, type ModelStep, TurnEngine } from "@ctxo/agent/TurnEngine"
 import { ChatCompletionRequest } from "@ctxo/api/ChatCompletion"
-import type { UnknownModel } from "@ctxo/budget/BudgetErrors"
-import { ModelRegistry, type ResolvedModel } from "@ctxo/budget/ModelRegistry"
+import { ModelRegistry } from "@ctxo/budget/ModelRegistry"
 import { Tokenizer } from "@ctxo/budget/Tokenizer"
 import type { CompileResult } from "@ctxo/compiler/Compile"
 import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
@@ -296,22 +295,8 @@ export const make = Effect.gen(function* () {
 
   // --- proxy: promises only
 
-  /**
-   * A model by name, as the registry resolves it (a plain lookup: run at once, no fiber). The
-   * registry does not change while the gateway runs: a name resolved once is kept (1,024 names at
-   * most), an unknown one is asked again and fails with its suggestions.
-   */
-  const resolvedModels = new Map<string, Exit.Exit<ResolvedModel, UnknownModel>>()
-  const resolveModel = (name: string) => {
-    const kept = resolvedModels.get(name)
-    if (kept !== undefined) return kept
-    const exit = Effect.runSyncExit(registry.resolve(name))
-    if (Exit.isSuccess(exit)) {
-      if (resolvedModels.size >= 1024) resolvedModels.clear()
-      resolvedModels.set(name, exit)
-    }
-    return exit
-  }
+  /** A model by name, as the registry resolves it (a plain lookup: run at once, no fiber). */
+  const resolveModel = (name: string) => Effect.runSyncExit(registry.resolve(name))
 
   const proxy = async (
     body: Body,

@@ -93,26 +93,33 @@ const tokensNow = (stats: RequestStats | undefined, model: string, input: number
 }
 
 /**
- * A model's token counters, tagged once: a tagged metric is a new key, hashed through its text, each
- * time it is made (3% of a proxied call's time when made per answer). Bounded like `metricsOf`'s.
+ * Tagged metrics kept by key, not made again per request: a tagged metric is a new key, hashed
+ * through its text, each time it is made (3% of a proxied call when made per answer). The keys are
+ * routes, statuses and models, a few; bounded anyway (1,024, then made afresh).
  */
-const tokenCounters = new Map<
-  string,
-  { readonly in: Metric.Metric.Counter<number>; readonly out: Metric.Metric.Counter<number> }
->()
-const tokenCountersOf = (model: string) => {
-  let found = tokenCounters.get(model)
-  if (found === undefined) {
-    const byModel = Metric.tagged(tokens, "model", model)
-    found = {
-      in: Metric.tagged(byModel, "direction", "in"),
-      out: Metric.tagged(byModel, "direction", "out")
+const keptBy = <A>() => {
+  const kept = new Map<string, A>()
+  return (key: string, make: () => A): A => {
+    let found = kept.get(key)
+    if (found === undefined) {
+      found = make()
+      if (kept.size >= 1024) kept.clear()
+      kept.set(key, found)
     }
-    if (tokenCounters.size >= 1024) tokenCounters.clear()
-    tokenCounters.set(model, found)
+    return found
   }
-  return found
 }
+
+/** A model's token counters. */
+const tokenCounters = keptBy<{
+  readonly in: Metric.Metric.Counter<number>
+  readonly out: Metric.Metric.Counter<number>
+}>()
+const tokenCountersOf = (model: string) =>
+  tokenCounters(model, () => {
+    const byModel = Metric.tagged(tokens, "model", model)
+    return { in: Metric.tagged(byModel, "direction", "in"), out: Metric.tagged(byModel, "direction", "out") }
+  })
 
 /** An upstream call failed: its status (or kind) in the request's facts and the counter. */
 export const upstreamFailedNow = (
@@ -289,29 +296,20 @@ export interface Finished {
   readonly stats: RequestStats
 }
 
-/** The request metrics of a route and status (tagged metrics kept, not made again per request). */
-const requestMetrics = new Map<
-  string,
-  { readonly requests: Metric.Metric.Counter<number>; readonly duration: typeof httpDuration }
->()
-const metricsOf = (method: string, route: string, status: number) => {
-  const key = `${method} ${route} ${status}`
-  let found = requestMetrics.get(key)
-  if (found === undefined) {
-    found = {
-      requests: httpRequests.pipe(
-        Metric.tagged("method", method),
-        Metric.tagged("route", route),
-        Metric.tagged("status", String(status))
-      ),
-      duration: httpDuration.pipe(Metric.tagged("method", method), Metric.tagged("route", route))
-    }
-    // Routes are the contract's templates and statuses a few: the map stays small; bounded anyway.
-    if (requestMetrics.size >= 1024) requestMetrics.clear()
-    requestMetrics.set(key, found)
-  }
-  return found
-}
+/** The request metrics of a route and status. */
+const requestMetrics = keptBy<{
+  readonly requests: Metric.Metric.Counter<number>
+  readonly duration: typeof httpDuration
+}>()
+const metricsOf = (method: string, route: string, status: number) =>
+  requestMetrics(`${method} ${route} ${status}`, () => ({
+    requests: httpRequests.pipe(
+      Metric.tagged("method", method),
+      Metric.tagged("route", route),
+      Metric.tagged("status", String(status))
+    ),
+    duration: httpDuration.pipe(Metric.tagged("method", method), Metric.tagged("route", route))
+  }))
 
 /**
  * A request ended: its metrics counted now, and its access log line (message and annotations) for

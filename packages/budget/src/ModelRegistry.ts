@@ -208,11 +208,22 @@ export const make = (options: ModelRegistryOptions = {}): Either.Either<Service,
     )
   }
 
+  // A registry does not change once made, and every compile and proxied call resolves its model: a
+  // name resolved once is kept (1,024 names at most). An unknown one is asked again for suggestions.
+  const resolved = new Map<string, Effect.Effect<ResolvedModel>>()
+  const keep = (requested: string, model: ResolvedModel) => {
+    const effect = Effect.succeed(model)
+    if (resolved.size >= 1024) resolved.clear()
+    resolved.set(requested, effect)
+    return effect
+  }
   const resolve = (requested: string): Effect.Effect<ResolvedModel, UnknownModel> => {
+    const kept = resolved.get(requested)
+    if (kept !== undefined) return kept
     const found = lookup(requested)
-    if (found !== undefined) return Effect.succeed({ ...found, requested })
+    if (found !== undefined) return keep(requested, { ...found, requested })
     if (fallbackModel !== undefined) {
-      return Effect.succeed({
+      return keep(requested, {
         ...fallbackModel,
         requested,
         fallback: `unknown model "${requested}": using the limits of ${fallbackModel.id} (fallback model)`

@@ -44,6 +44,16 @@ describe("ModelRegistry", () => {
     expect(resolve("gpt-4o").requested).toBe("gpt-4o")
   })
 
+  it("resolves a name once: asked again, the same model, each spelling with its own requested name", () => {
+    const first = resolve("GPT-4o")
+    expect(resolve("GPT-4o")).toBe(first)
+    expect(resolve("gpt-4o").requested).toBe("gpt-4o")
+    expect(first.requested).toBe("GPT-4o")
+    // An unknown name is not kept: asked again, it fails again with its suggestions.
+    expect(failure("gpt-4oo").suggestions).toContain("openai/gpt-4o")
+    expect(failure("gpt-4oo").suggestions).toContain("openai/gpt-4o")
+  })
+
   it("gives the real windows, not one default for all", () => {
     expect(resolve("gpt-4").contextWindow).toBe(8_192)
     expect(resolve("claude-sonnet-4-5").contextWindow).toBe(200_000)

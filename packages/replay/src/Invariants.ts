@@ -758,9 +758,7 @@ const reminderEvidence = (
   if (expected.length === 0 || input === "") return {}
   // The running input is the last user text that starts with it: an earlier turn may have had the
   // same words, shown as it was then (its reminder went with its own request).
-  let text: string | undefined
-  for (let i = userTexts.length - 1; i >= 0 && text === undefined; i--)
-    if (userTexts[i]!.startsWith(input)) text = userTexts[i]
+  const text = [...userTexts].reverse().find((t) => t.startsWith(input))
   const block =
     text === undefined
       ? undefined
