@@ -35,6 +35,7 @@ import type { NamedUpstream } from "@ctxo/agent/ModelClient"
 import { DEFAULT_LIMITS } from "@ctxo/agent/Orchestrator"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import type { RunLimits } from "@ctxo/store/Runs"
+import * as SessionCache from "@ctxo/store/SessionCache"
 import { type DatabaseOptions, optionsConfig as databaseConfig } from "@ctxo/store-pg/DatabaseConfig"
 import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { readKeys } from "./Keys.ts"
@@ -84,6 +85,12 @@ export interface Settings {
    * (CTXO_HEAP_GROWING_PERCENT, V8's --heap-growing-percent; 0: V8's own sizing, up to four times).
    */
   readonly heapGrowingPercent?: number
+  /**
+   * What the gateway keeps of its sessions between requests, in bytes (CTXO_SESSION_CACHE_MB):
+   * every tenant's decoded histories, journal states, memory's turns and the engine's last compiles
+   * together (`SessionCache`); the least recently used session beyond it is read again when asked.
+   */
+  readonly sessionCacheBytes?: number
 }
 
 export class GatewayConfig extends Context.Tag("@ctxo/gateway/GatewayConfig")<GatewayConfig, Settings>() {}
@@ -142,6 +149,11 @@ export const settings = Config.all({
       validation: (p) => p === 0 || (p >= 10 && p <= 300)
     }),
     Config.withDefault(DEFAULT_HEAP_GROWING_PERCENT)
+  ),
+  sessionCacheBytes: Config.integer("CTXO_SESSION_CACHE_MB").pipe(
+    Config.validate({ message: "at least 1 (megabytes)", validation: (mb) => mb >= 1 }),
+    Config.map((mb) => mb * 1024 * 1024),
+    Config.withDefault(SessionCache.DEFAULT_MAX_BYTES)
   ),
   memory: Config.all({
     ttl: Config.all({

@@ -21,6 +21,7 @@
 import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
 import { compactionsTotal, refusalsTotal } from "@ctxo/agent/TurnEngine"
 import { Api } from "@ctxo/api/Api"
+import * as SessionCache from "@ctxo/store/SessionCache"
 import * as HttpApi from "@effect/platform/HttpApi"
 import { Effect, FiberRef, Metric, MetricBoundaries, MetricState, Option, Stream } from "effect"
 import * as FindMyWay from "find-my-way-ts"
@@ -439,5 +440,36 @@ export const scrape = Effect.gen(function* () {
   // Listed before their first increment, so a dashboard sees 0 rather than no series.
   yield* Metric.value(compactionsTotal)
   yield* Metric.value(refusalsTotal)
-  return renderPrometheus(yield* Metric.snapshot) + processMemory()
+  const cache = yield* Effect.serviceOption(SessionCache.SessionCache)
+  return (
+    renderPrometheus(yield* Metric.snapshot) +
+    processMemory() +
+    (Option.isSome(cache) ? sessionCacheMetrics(cache.value.stats()) : "")
+  )
 })
+
+/** The session cache now: what its sessions weigh against its budget, and how many it let go. */
+export const sessionCacheMetrics = (stats: SessionCache.Stats): string =>
+  [
+    [
+      "ctxo_session_cache_bytes",
+      "What the sessions kept between requests weigh (their histories' text, once per holder).",
+      "gauge",
+      stats.bytes
+    ],
+    [
+      "ctxo_session_cache_max_bytes",
+      "The session cache's budget (CTXO_SESSION_CACHE_MB).",
+      "gauge",
+      stats.maxBytes
+    ],
+    ["ctxo_session_cache_sessions", "Sessions kept between requests.", "gauge", stats.sessions],
+    [
+      "ctxo_session_cache_evictions_total",
+      "Sessions let go for the budget (read again when asked).",
+      "counter",
+      stats.evicted
+    ]
+  ]
+    .map(([name, help, type, value]) => `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name} ${value}\n`)
+    .join("")

@@ -26,6 +26,7 @@ import * as Compile from "@ctxo/compiler/Compile"
 import * as CompileCache from "@ctxo/compiler/CompileCache"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import * as Embedder from "@ctxo/retrieval/Embedder"
+import * as SessionCache from "@ctxo/store/SessionCache"
 import { annotateSpan } from "@ctxo/store/Spans"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
@@ -290,7 +291,13 @@ export const servicesWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | Tur
         ? Summarizer.layerOpenAIConfig
         : Summarizer.layerDeterministic
       const base = Layer.mergeAll(
-        TenantServices.layer,
+        // One session cache for the process: every tenant's stores and the engine keep sessions in it.
+        Layer.provideMerge(
+          TenantServices.layer,
+          SessionCache.layer(
+            config.sessionCacheBytes === undefined ? {} : { maxBytes: config.sessionCacheBytes }
+          )
+        ),
         ModelRegistry.layerConfig([]),
         Tokenizer.layer(),
         // One compile cache for the process: its entries answer by content, so tenants share it.

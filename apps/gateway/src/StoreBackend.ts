@@ -6,6 +6,7 @@
  * it is asked for: a gateway on the file store does not parse it at start.
  */
 import { resolve } from "node:path"
+import type * as SessionCache from "@ctxo/store/SessionCache"
 import * as Store from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import type { DatabaseUnavailable } from "@ctxo/store-pg/DatabaseConfig"
@@ -16,8 +17,11 @@ export interface Backend {
   readonly kind: "files" | "postgres"
   /** Where the data is, for logs: the data folder, or `host:port/database` (never a password). */
   readonly label: string
-  /** The store of `tenant`, whose data root (its name in per-session state and errors) is `root`. */
-  readonly storeOf: (tenant: string, root: string) => Store.Service
+  /**
+   * The store of `tenant`, whose data root (its name in per-session state and errors) is `root`,
+   * keeping its sessions in the process's `cache`.
+   */
+  readonly storeOf: (tenant: string, root: string, cache: SessionCache.Service) => Store.Service
 }
 
 export class StoreBackend extends Context.Tag("@ctxo/gateway/StoreBackend")<StoreBackend, Backend>() {}
@@ -26,7 +30,7 @@ export class StoreBackend extends Context.Tag("@ctxo/gateway/StoreBackend")<Stor
 export const files = (label: string): Backend => ({
   kind: "files",
   label,
-  storeOf: (_, root) => Store.makeUnsafe(root)
+  storeOf: (_, root, cache) => Store.makeUnsafe(root, { cache })
 })
 
 /** The backend the configuration asks for (the example data seeds an empty database without API keys). */

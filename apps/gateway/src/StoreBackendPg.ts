@@ -2,6 +2,7 @@
  * The PostgreSQL backend of `StoreBackend`: one database for every tenant (`@ctxo/store-pg`),
  * loaded by `StoreBackend.layer` only when `CTXO_DATABASE_URL` is set.
  */
+import * as SessionCache from "@ctxo/store/SessionCache"
 import * as Store from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import * as Database from "@ctxo/store-pg/Database"
@@ -27,13 +28,13 @@ export const postgres = (
       const backend: Backend = {
         kind: "postgres",
         label: db.label,
-        storeOf: (tenant, root) => PgStore.makeWith(db, { root, tenant })
+        storeOf: (tenant, root, cache) => PgStore.makeWith(db, { root, tenant, cache })
       }
       if (seed !== undefined)
         yield* db
           .withLock("ctxo seed", () =>
             Effect.gen(function* () {
-              const target = backend.storeOf(DEFAULT_TENANT, seed.root)
+              const target = backend.storeOf(DEFAULT_TENANT, seed.root, SessionCache.make())
               const there = yield* Transfer.isEmpty(target)
               if (there.sessions > 0 || there.files > 0) return
               const moved = yield* Transfer.copy(Store.makeUnsafe(seed.from), {

@@ -8,6 +8,7 @@
  */
 import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
+import * as SessionCache from "@ctxo/store/SessionCache"
 import * as Store from "@ctxo/store/Store"
 import { Context, Effect, FiberRef, Layer, Option } from "effect"
 import * as StoreBackend from "./StoreBackend.ts"
@@ -25,6 +26,9 @@ const perTenantStore = Effect.gen(function* () {
   const backend = Option.getOrElse(yield* Effect.serviceOption(StoreBackend.StoreBackend), () =>
     StoreBackend.files(tenancy.rootOf(""))
   )
+  const cache = Option.getOrElse(yield* Effect.serviceOption(SessionCache.SessionCache), () =>
+    SessionCache.make()
+  )
   const made = new Map<
     string,
     { store: Store.Service; history: HistoryStore.Service; workspace: Workspace.Service }
@@ -37,15 +41,16 @@ const perTenantStore = Effect.gen(function* () {
       Effect.ignore
     )
   )
-  return Effect.map(FiberRef.get(CurrentTenant), (tenant) => {
+  const current = Effect.map(FiberRef.get(CurrentTenant), (tenant) => {
     let services = made.get(tenant)
     if (services === undefined) {
-      const store = backend.storeOf(tenant, tenancy.rootOf(tenant))
+      const store = backend.storeOf(tenant, tenancy.rootOf(tenant), cache)
       services = { store, history: HistoryStore.fromStore(store), workspace: Workspace.fromStore(store) }
       made.set(tenant, services)
     }
     return services
   })
+  return { current, cache }
 })
 
 export const layer: Layer.Layer<
@@ -55,7 +60,7 @@ export const layer: Layer.Layer<
 > = Layer.scopedContext(
   Effect.gen(function* () {
     const tenancy = yield* Tenancy
-    const current = yield* perTenantStore
+    const { current, cache } = yield* perTenantStore
     const store = Effect.map(current, (s) => s.store)
     const history = Effect.map(current, (s) => s.history)
     const workspace = Effect.map(current, (s) => s.workspace)
@@ -63,6 +68,7 @@ export const layer: Layer.Layer<
     const storeService: Store.Service = {
       root,
       scope: Effect.map(store, (s) => s.root),
+      cache,
       listSessions: Effect.flatMap(store, (s) => s.listSessions),
       createSession: (input) => Effect.flatMap(store, (s) => s.createSession(input)),
       getSession: (id) => Effect.flatMap(store, (s) => s.getSession(id)),

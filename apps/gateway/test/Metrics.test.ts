@@ -163,6 +163,13 @@ describe("GET /metrics", () => {
     expect(samples.get("nodejs_heap_size_used_bytes")).toBeLessThanOrEqual(
       samples.get("nodejs_heap_size_total_bytes")!
     )
+    // What is kept of the sessions between requests, against its budget (16 MiB by default).
+    expect(types.get("ctxo_session_cache_bytes")).toBe("gauge")
+    expect(types.get("ctxo_session_cache_evictions_total")).toBe("counter")
+    expect(samples.get("ctxo_session_cache_max_bytes")).toBe(16 * 1024 * 1024)
+    expect(samples.get("ctxo_session_cache_sessions")).toBeGreaterThanOrEqual(1)
+    expect(samples.get("ctxo_session_cache_bytes")).toBeGreaterThan(0)
+    expect(samples.get("ctxo_session_cache_evictions_total")).toBe(0)
 
     // Routes are the contract's templates, never raw URLs.
     expect(moved("ctxo_http_requests_total", 'route="/api/session/:id/chat"', 'status="200"')).toBe(2)

@@ -442,6 +442,15 @@ describe("configuration", () => {
     expect(String(notObject._tag === "Left" ? notObject.left : "")).toMatch(/CTXO_BUDGET_SHARES.*expected \{/)
   })
 
+  it("reads what the session cache may hold (CTXO_SESSION_CACHE_MB), and names a value out of range", async () => {
+    expect((await settingsOf({})).sessionCacheBytes).toBe(16 * 1024 * 1024)
+    expect((await settingsOf({ CTXO_SESSION_CACHE_MB: "256" })).sessionCacheBytes).toBe(256 * 1024 * 1024)
+    const bad = await load({ CTXO_SESSION_CACHE_MB: "0" })
+    expect(String(bad._tag === "Left" ? bad.left : "")).toMatch(
+      /CTXO_SESSION_CACHE_MB.*at least 1 \(megabytes\)/
+    )
+  })
+
   it("reads how far the heap may grow (CTXO_HEAP_GROWING_PERCENT), and names a value out of range", async () => {
     expect((await settingsOf({})).heapGrowingPercent).toBe(GatewayConfig.DEFAULT_HEAP_GROWING_PERCENT)
     expect((await settingsOf({ CTXO_HEAP_GROWING_PERCENT: "0" })).heapGrowingPercent).toBe(0)

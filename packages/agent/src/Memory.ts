@@ -27,6 +27,7 @@ import type { HistoryDocument, Message } from "@ctxo/history/Message"
 import { type Turn, turnsOf, turnWords } from "@ctxo/history/Turns"
 import { HISTORY_FILE } from "@ctxo/store/Paths"
 import type { MemoryEntry, MemoryLevel } from "@ctxo/store/Records"
+import * as SessionCache from "@ctxo/store/SessionCache"
 import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import { Clock, Context, Effect, Layer, Option, Queue, Schedule, Schema, type Scope } from "effect"
@@ -152,7 +153,10 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     // the same document while the session is unchanged; without one in the context, the store's
     // text is decoded once per text), and each finished turn's importance once while its messages
     // are the same objects (a new turn scores only itself).
-    const decoded = new Map<string, { readonly doc: HistoryDocument; readonly turns: ReadonlyArray<Turn> }>()
+    const cache = store.cache ?? SessionCache.make()
+    const decoded = cache.holder<{ readonly doc: HistoryDocument; readonly turns: ReadonlyArray<Turn> }>(
+      "memory turns"
+    )
     const scored = new WeakMap<
       Message,
       { readonly turn: Turn; readonly score: ReturnType<typeof importanceOf> }
@@ -171,7 +175,7 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
       scored.set(last, { turn, score })
       return score
     }
-    const texts = new Map<string, { readonly text: string; readonly doc: HistoryDocument }>()
+    const texts = cache.holder<{ readonly text: string; readonly doc: HistoryDocument }>("memory history")
     const documentOf = (sessionId: string, key: string) =>
       Effect.gen(function* () {
         const history = yield* Effect.serviceOption(HistoryStore)
@@ -191,22 +195,18 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
           decodeHistoryText(text, `${sessionId}/${HISTORY_FILE}`),
           (e) => new HistoryUnreadable({ sessionId, reason: e.message })
         )
-        texts.delete(key)
         texts.set(key, { text, doc })
-        if (texts.size > 256) texts.delete(texts.keys().next().value!)
         return doc
       })
     const turnsOfSession = (sessionId: string) =>
       Effect.gen(function* () {
-        const key = `${yield* store.scope}\u0000${sessionId}`
+        const key = SessionCache.keyOf(yield* store.scope, sessionId)
         const doc = yield* documentOf(sessionId, key)
         if (doc === undefined) return [] as ReadonlyArray<Turn>
         const hit = decoded.get(key)
         if (hit !== undefined && hit.doc === doc) return hit.turns
         const turns = turnsOf(doc.messages.filter((m) => m.meta.kind !== "summary")).filter((t) => t.finished)
-        decoded.delete(key)
         decoded.set(key, { doc, turns })
-        if (decoded.size > 256) decoded.delete(decoded.keys().next().value!)
         return turns
       })
 

@@ -49,6 +49,7 @@ import type { RawToolResult } from "@ctxo/history/ToolResultCompressor"
 import { beginTurn, turnsOf, type Usage } from "@ctxo/history/Turns"
 import { deferSync } from "@ctxo/store/HistorySync"
 import { MANIFEST_FILE } from "@ctxo/store/Paths"
+import * as SessionCache from "@ctxo/store/SessionCache"
 import { annotateSpan, withSpan } from "@ctxo/store/Spans"
 import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
@@ -398,11 +399,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           )
 
     const states = new Map<string, SessionState>()
-    // The last compiles, least recently used first, at most MAX_COMPILED (a compile state holds the
-    // session's whole compiled context; the read trackers above are small).
-    const lastCompiles = new Map<string, LastCompile>()
+    // The last compiles, in the store's session cache (its budget of bytes), at most MAX_COMPILED
+    // (a compile state holds the session's whole compiled context; the read trackers above are small).
+    const lastCompiles = (store.cache ?? SessionCache.make()).holder<LastCompile>("engine last compile", {
+      maxEntries: MAX_COMPILED
+    })
     // Keyed by the store's scope (a tenant's data root) and the session: tenants never share state.
-    const keyOf = (sessionId: string) => Effect.map(store.scope, (scope) => `${scope}\u0000${sessionId}`)
+    const keyOf = (sessionId: string) =>
+      Effect.map(store.scope, (scope) => SessionCache.keyOf(scope, sessionId))
     const stateOf = (sessionId: string) => Effect.map(keyOf(sessionId), (key) => stateAt(key))
     const stateAt = (key: string): SessionState => {
       const now = Date.now()
@@ -425,10 +429,11 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     const lastCompileOf = (sessionId: string) =>
       Effect.map(keyOf(sessionId), (key) => {
         stateAt(key)
-        const last = lastCompiles.get(key) ?? { compileState: undefined, seen: undefined }
-        lastCompiles.delete(key)
-        lastCompiles.set(key, last)
-        if (lastCompiles.size > MAX_COMPILED) lastCompiles.delete(lastCompiles.keys().next().value!)
+        let last = lastCompiles.get(key)
+        if (last === undefined) {
+          last = { compileState: undefined, seen: undefined }
+          lastCompiles.set(key, last)
+        }
         return last
       })
 
@@ -757,7 +762,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         Effect.tapError(continueTurn(request, driver, options), countRefusal),
       tracker: (sessionId) => Effect.map(stateOf(sessionId), (state) => state.tracker),
       sessions: () => states.size,
-      compiledSessions: () => lastCompiles.size,
+      compiledSessions: () => lastCompiles.size(),
       reset: (sessionId) =>
         Effect.map(keyOf(sessionId), (key) => {
           states.delete(key)

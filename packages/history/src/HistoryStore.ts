@@ -13,6 +13,7 @@
 
 import { diffHistory, type HistoryPatch } from "@ctxo/store/HistoryJournal"
 import { cleanSessionId, HISTORY_FILE } from "@ctxo/store/Paths"
+import * as SessionCache from "@ctxo/store/SessionCache"
 import * as Store from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
 import { Context, Effect, Either, Layer, type Scope } from "effect"
@@ -125,19 +126,19 @@ export const fromStore = (store: Store.Service): Service => {
    * keep its first messages; otherwise (none yet, a plain array of chat messages) the first change
    * writes the whole document.
    */
-  const cache = new Map<
-    string,
-    { readonly json: unknown; readonly doc: HistoryDocument; readonly exact: boolean }
-  >()
+  const cache = (store.cache ?? SessionCache.make()).holder<{
+    readonly json: unknown
+    readonly doc: HistoryDocument
+    readonly exact: boolean
+  }>("decoded history")
+  const keyOf = (sessionId: string) => SessionCache.keyOf(store.root, sessionId)
   const remember = (sessionId: string, entry: { json: unknown; doc: HistoryDocument; exact: boolean }) => {
-    cache.delete(sessionId)
-    cache.set(sessionId, entry)
-    if (cache.size > 256) cache.delete(cache.keys().next().value!)
+    cache.set(keyOf(sessionId), entry)
     return entry
   }
   const decoded = (sessionId: string, json: unknown) => {
     if (json === undefined) return Effect.succeed({ json, doc: emptyHistory, exact: false })
-    const cached = cache.get(sessionId)
+    const cached = cache.get(keyOf(sessionId))
     if (cached !== undefined && cached.json === json) return Effect.succeed(cached)
     // The v1 document, or the plain array of chat messages (written back as v1 on the next change).
     return Either.match(decodeHistoryJson(json, fileOf(sessionId)), {

@@ -10,6 +10,8 @@ import {
 } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as SessionCache from "@ctxo/store/SessionCache"
+import * as Store from "@ctxo/store/Store"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
@@ -17,6 +19,7 @@ import * as HistoryStore from "../src/HistoryStore.ts"
 import { emptyHistory, textOf } from "../src/Message.ts"
 import { recordStep, recordToolResult, startTurn } from "../src/Recorder.ts"
 import { beginTurn } from "../src/Turns.ts"
+import { withTurns } from "./helpers.ts"
 
 const roots: Array<string> = []
 afterAll(() => {
@@ -33,6 +36,29 @@ const fileStore = (sessions: ReadonlyArray<string> = ["s1", "s2", "s4", "edit"])
 const fileStoreOn = (root: string) => HistoryStore.layerFile(root).pipe(Layer.provide(NodeContext.layer))
 
 describe("HistoryStore (file)", () => {
+  it.effect("keeps its sessions within the store's session cache and reads one it let go again", () => {
+    const { root } = fileStore(["a", "b", "c"])
+    // Each session's history is about 14 KB of text, kept twice (the store's state, the decoded
+    // document), each three times its text: two sessions fit, not three.
+    const cache = SessionCache.make({ maxBytes: 200 * 1024 })
+    const store = Store.makeUnsafe(root, { cache })
+    const history = HistoryStore.fromStore(store)
+    return Effect.gen(function* () {
+      for (const id of ["a", "b", "c"])
+        yield* history.modify(id, (doc) => Effect.succeed([undefined, withTurns(doc, 4, 1000)] as const))
+      const stats = cache.stats()
+      expect(stats.bytes).toBeLessThanOrEqual(200 * 1024)
+      expect(stats).toMatchObject({ sessions: 2, evicted: 1 })
+      expect(stats.holders).toEqual({ "store history state": 2, "decoded history": 2 })
+      // a was let go: read again from its files, whole.
+      const a = yield* history.load("a")
+      expect(a.messages).toHaveLength(16)
+      expect(textOf(a.messages[0]!)).toContain("question 0")
+      expect(cache.stats()).toMatchObject({ sessions: 2, evicted: 2 })
+      yield* store.flush
+    })
+  })
+
   it.effect("records a change as one journal line; messages.json is written whole when released", () => {
     const { root, layer } = fileStore()
     return Effect.gen(function* () {

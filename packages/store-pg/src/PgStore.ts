@@ -54,6 +54,7 @@ import {
   type SessionRecord
 } from "@ctxo/store/Records"
 import { decodeRun } from "@ctxo/store/Runs"
+import * as SessionCache from "@ctxo/store/SessionCache"
 import {
   type FileContent,
   type FileInfo,
@@ -87,6 +88,8 @@ export interface PgStoreOptions {
   readonly root: string
   /** The tenant whose rows this store reads and writes (`default` without API keys). */
   readonly tenant: string
+  /** The process's session cache (a gateway's, shared by its tenants' stores); one of its own without. */
+  readonly cache?: SessionCache.Service | undefined
 }
 
 interface SessionRow {
@@ -154,6 +157,7 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
   const { sql } = db
   const tenant = options.tenant
   const root = options.root
+  const cache = options.cache ?? SessionCache.make()
 
   const ioError =
     (path: string, operation: string) =>
@@ -308,12 +312,16 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
   })
 
   // --- history
-  const histories = new Map<string, HistoryEntry>()
+  // In the session cache's budget: a long session's JSON is large.
+  const held = cache.holder<HistoryEntry>("store history state")
+  const histories = {
+    get: (sessionId: string) => held.get(SessionCache.keyOf(root, sessionId)),
+    delete: (sessionId: string) => held.delete(SessionCache.keyOf(root, sessionId))
+  }
   const remember = (sessionId: string, entry: HistoryEntry) => {
-    histories.delete(sessionId)
-    histories.set(sessionId, entry)
-    // As many as history keeps decoded: a long session's JSON is large.
-    while (histories.size > 256) histories.delete(histories.keys().next().value!)
+    const key = SessionCache.keyOf(root, sessionId)
+    held.set(key, entry)
+    cache.sized(key, entry.text?.length ?? 0)
     return entry
   }
   const historyFile = (sessionId: string) => `${sessionId}/${HISTORY_FILE}`
@@ -606,6 +614,7 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
   const service: Service = {
     root,
     scope: Effect.succeed(root),
+    cache,
     listSessions: Effect.map(sessionRows, (rows) => rows.map(recordOf)),
     createSession: (input) => {
       const id = input.id ?? `s-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`

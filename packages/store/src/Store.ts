@@ -95,6 +95,7 @@ import {
   type Task
 } from "./Records.ts"
 import { decodeRun, type EnhancedState } from "./Runs.ts"
+import * as SessionCache from "./SessionCache.ts"
 import {
   FileNotFound,
   PathRefused,
@@ -142,6 +143,13 @@ export interface Service {
    * the same id never share it.
    */
   readonly scope: Effect.Effect<string>
+  /**
+   * What is kept of the sessions between requests, in one budget of bytes (`SessionCache`): the
+   * history parts built over this store (decoded histories, memory's turns, the turn engine's last
+   * compiles) keep their values here, keyed by `scope`, beside the store's own. Absent: each keeps
+   * its own.
+   */
+  readonly cache?: SessionCache.Service
   readonly listSessions: Effect.Effect<ReadonlyArray<SessionRecord>, StoreError>
   /** A new session, `active`, with its metadata (none by default). */
   readonly createSession: (input: {
@@ -366,6 +374,8 @@ export const sessionLocks = (storeKey: string) => {
 export interface StoreOptions {
   /** When a session's history journal is folded into messages.json. */
   readonly journal?: JournalOptions
+  /** The process's session cache (a gateway's, shared by its tenants' stores); one of its own without. */
+  readonly cache?: SessionCache.Service
 }
 
 /** The store for a data root (created if missing). */
@@ -693,6 +703,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       known.delete(`session\u0000${sessionId}\u0000${clean}`)
     })
 
+  const cache = options.cache ?? SessionCache.make()
   const history = makeJournalFiles(
     {
       ready,
@@ -700,7 +711,9 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       withSessionLock,
       withoutLocks: (effect) => Effect.locally(effect, heldLocks, HashSet.empty()),
       writeSessionFile,
-      io
+      io,
+      scope: root,
+      cache
     },
     options.journal
   )
@@ -708,6 +721,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
   const service: Service = {
     root,
     scope: Effect.succeed(root),
+    cache,
     listSessions: readIndex,
     // Locks in one order everywhere: the session's, then the index's (a deletion waiting for a
     // running turn holds no index lock meanwhile).

@@ -32,6 +32,7 @@ import {
 import { deferredSyncs } from "../HistorySync.ts"
 import { checkSessionId, HISTORY_FILE, HISTORY_JOURNAL } from "../Paths.ts"
 import { jsonText } from "../Records.ts"
+import * as SessionCache from "../SessionCache.ts"
 import {
   CorruptFile,
   HistoryJournalCorrupt,
@@ -63,6 +64,10 @@ export const DEFAULT_FOLD_BYTES = 1024 * 1024
 
 /** What the store lends: its root, rules, lock and atomic writes. */
 export interface JournalDeps {
+  /** The store's root as its sessions' scope in the session cache. */
+  readonly scope: string
+  /** The session cache the store's history states are kept in (one of their own without). */
+  readonly cache?: SessionCache.Service | undefined
   readonly ready: Effect.Effect<string, StoreError>
   /** Where a session's files may really be (its directory, checked on the opened file). */
   readonly allowed: (base: string, sessionId: string) => (real: string) => boolean
@@ -92,6 +97,8 @@ interface HistoryState {
   /** The journal's bytes up to its last good record; its size, more when a torn line follows. */
   readonly validBytes: number
   readonly journalBytes: number
+  /** What the history weighs as stored: messages.json's text and the journal (the session cache's size). */
+  readonly bytes: number
   /** The document (undefined: no history) without `journalSeq`, and the last record it holds. */
   readonly current: () => Either.Either<{ readonly json: unknown; readonly seq: number }, StoreError>
   /** messages.json's text as a fold would write it now (undefined: no history). */
@@ -225,7 +232,10 @@ const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
 export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}) => {
   const foldRecords = options.foldRecords ?? DEFAULT_FOLD_RECORDS
   const foldBytes = options.foldBytes ?? DEFAULT_FOLD_BYTES
-  const states = new Map<string, HistoryState>()
+  // In the session cache's budget (the store's, else one of its own): a long session's JSON is large.
+  const cache = deps.cache ?? SessionCache.make()
+  const states = cache.holder<HistoryState>("store history state")
+  const keyOf = (sessionId: string) => SessionCache.keyOf(deps.scope, sessionId)
   const files = new Map<string, JournalFile>()
   /** Sessions this store appended to since their last fold. */
   const journaled = new Set<string>()
@@ -233,10 +243,9 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
   const foldLock = Effect.unsafeMakeSemaphore(1)
 
   const remember = (sessionId: string, state: HistoryState) => {
-    states.delete(sessionId)
-    states.set(sessionId, state)
-    // As many as history keeps decoded: a long session's JSON is large.
-    while (states.size > 256) states.delete(states.keys().next().value!)
+    const key = keyOf(sessionId)
+    states.set(key, state)
+    cache.sized(key, state.bytes)
   }
   const attempt = <A>(path: string, operation: string, f: () => Promise<A>) =>
     Effect.tryPromise({ try: f, catch: deps.io(path, operation) })
@@ -273,11 +282,13 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         ? { stampJ: j.stamp, journalIno: j.ino, journalBytes: j.size, validBytes: lines.right.validBytes }
         : { stampJ: undefined, journalIno: undefined, journalBytes: 0, validBytes: 0 }
     const records = lines.right.records
+    const bytes = (baseText?.length ?? 0) + journal.journalBytes
     if (records.length === 0)
       // messages.json alone: parsed only when asked for (its text is handed on as it is).
       return Either.right({
         stampM,
         ...journal,
+        bytes,
         records: 0,
         current: memo(() =>
           Either.flatMap(parseBase(), (base) =>
@@ -300,6 +311,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     return Either.right({
       stampM,
       ...journal,
+      bytes,
       records: applied,
       current: currentOf(json, seq),
       text: applied === 0 ? always(baseText) : textOf(json, seq)
@@ -313,7 +325,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       const mFile = join(dir, HISTORY_FILE)
       const jFile = join(dir, HISTORY_JOURNAL)
       const [stampM, stampJ] = [stampNow(mFile), stampNow(jFile)]
-      const cached = states.get(sessionId)
+      const cached = states.get(keyOf(sessionId))
       if (cached !== undefined && cached.stampM === stampM && cached.stampJ === stampJ) return cached
       const allowed = deps.allowed(base, sessionId)
       // The journal first: a fold between the two reads then shows as records messages.json holds.
@@ -433,6 +445,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         records: 0,
         validBytes: 0,
         journalBytes: 0,
+        bytes: text?.length ?? 0,
         current: state.current,
         text: always(text)
       })
@@ -498,7 +511,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
                   reason: "leads out of its directory through a symlink"
                 })
               : deps.io(file, "append to")(e)
-      }).pipe(Effect.tapError(() => Effect.sync(() => states.delete(sessionId))))
+      }).pipe(Effect.tapError(() => Effect.sync(() => states.delete(keyOf(sessionId)))))
       const next: HistoryState = {
         stampM: state.stampM,
         stampJ: written.stamp,
@@ -506,6 +519,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         records: state.records + 1,
         validBytes: written.size,
         journalBytes: written.size,
+        bytes: state.bytes - state.journalBytes + written.size,
         current: currentOf(json, seq),
         text: textOf(json, seq)
       }
@@ -519,7 +533,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
           () => journal.release(),
           (error: unknown) => {
             // What is on disk is not known: read again, and start over with a new handle.
-            states.delete(sessionId)
+            states.delete(keyOf(sessionId))
             if (files.get(sessionId) === journal) files.delete(sessionId)
             journal.release()
             throw error
@@ -592,12 +606,12 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
             )
           else return yield* state.left
           yield* deps.writeSessionFile(sessionId, HISTORY_FILE, textWithSeq(text, seq))
-          states.delete(sessionId)
+          states.delete(keyOf(sessionId))
         })
       ),
     /** A session deleted: nothing of it is kept. */
     forget: (sessionId: string) => {
-      states.delete(sessionId)
+      states.delete(keyOf(sessionId))
       journaled.delete(sessionId)
       const file = files.get(sessionId)
       if (file !== undefined) {

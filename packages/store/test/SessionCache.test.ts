@@ -1,0 +1,110 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as SessionCache from "../src/SessionCache.ts"
+
+const KB = 1024
+/** Bytes a character of history weighs in a holder. */
+const F = SessionCache.TEXT_FACTOR
+
+describe("SessionCache", () => {
+  it("lets the least recently used session go from every holder when the budget is exceeded", () => {
+    const cache = SessionCache.make({ maxBytes: 50 * KB * F })
+    const decoded = cache.holder<string>("decoded")
+    const compiled = cache.holder<string>("compiled")
+    for (const id of ["a", "b"]) {
+      decoded.set(id, `doc ${id}`)
+      compiled.set(id, `compile ${id}`)
+      cache.sized(id, 10 * KB)
+    }
+    expect(cache.stats()).toMatchObject({ sessions: 2, entries: 4, bytes: 40 * KB * F, evicted: 0 })
+    // c weighs as much as a or b in one holder: 5 of them in all, within the budget.
+    decoded.set("c", "doc c")
+    cache.sized("c", 10 * KB)
+    expect(cache.stats()).toMatchObject({ sessions: 3, bytes: 50 * KB * F, evicted: 0 })
+    // c in a second holder goes past it: a, the least recently used, leaves both holders.
+    compiled.set("c", "compile c")
+    expect(decoded.get("a")).toBeUndefined()
+    expect(compiled.get("a")).toBeUndefined()
+    expect([decoded.get("b"), compiled.get("b"), decoded.get("c"), compiled.get("c")]).toEqual([
+      "doc b",
+      "compile b",
+      "doc c",
+      "compile c"
+    ])
+    expect(cache.stats()).toMatchObject({ sessions: 2, entries: 4, bytes: 40 * KB * F, evicted: 1 })
+    expect(cache.stats().holders).toEqual({ decoded: 2, compiled: 2 })
+  })
+
+  it("keeps a session read recently over one read earlier", () => {
+    const cache = SessionCache.make({ maxBytes: 25 * KB * F })
+    const held = cache.holder<number>("held")
+    for (const [i, id] of ["a", "b"].entries()) {
+      held.set(id, i)
+      cache.sized(id, 10 * KB)
+    }
+    expect(held.get("a")).toBe(0)
+    held.set("c", 2)
+    cache.sized("c", 10 * KB)
+    expect([held.get("a"), held.get("b"), held.get("c")]).toEqual([0, undefined, 2])
+  })
+
+  it("weighs a session by its size now: a history that grows pushes older ones out", () => {
+    const cache = SessionCache.make({ maxBytes: 40 * KB * F })
+    const held = cache.holder<string>("held")
+    for (const id of ["a", "b", "c"]) {
+      held.set(id, id)
+      cache.sized(id, 10 * KB)
+    }
+    cache.sized("c", 25 * KB)
+    expect([held.get("a"), held.get("b"), held.get("c")]).toEqual([undefined, "b", "c"])
+    expect(cache.stats().bytes).toBe(35 * KB * F)
+    // A short history still weighs the objects around it.
+    held.set("d", "d")
+    cache.sized("d", 10)
+    expect(cache.stats().bytes).toBe(35 * KB * F + SessionCache.MIN_SESSION_BYTES)
+  })
+
+  it("keeps the session just used even when it alone is over the budget", () => {
+    const cache = SessionCache.make({ maxBytes: 10 * KB * F })
+    const held = cache.holder<string>("held")
+    held.set("small", "s")
+    held.set("huge", "h")
+    cache.sized("huge", 100 * KB)
+    expect([held.get("small"), held.get("huge")]).toEqual([undefined, "h"])
+    expect(cache.stats()).toMatchObject({ sessions: 1, bytes: 100 * KB * F, evicted: 1 })
+  })
+
+  it("bounds one holder by entries when asked, the session staying in the others", () => {
+    const cache = SessionCache.make()
+    const decoded = cache.holder<string>("decoded")
+    const compiled = cache.holder<string>("compiled", { maxEntries: 2 })
+    for (const id of ["a", "b", "c"]) {
+      decoded.set(id, id)
+      compiled.set(id, id)
+    }
+    expect([compiled.get("a"), compiled.get("b"), compiled.get("c")]).toEqual([undefined, "b", "c"])
+    expect(decoded.get("a")).toBe("a")
+    expect([decoded.size(), compiled.size()]).toEqual([3, 2])
+  })
+
+  it("gives a deleted value's bytes back and forgets a session no holder keeps", () => {
+    const cache = SessionCache.make()
+    const one = cache.holder<string>("one")
+    const two = cache.holder<string>("two")
+    one.set("a", "x")
+    two.set("a", "y")
+    cache.sized("a", 8 * KB)
+    one.delete("a")
+    expect(cache.stats()).toMatchObject({ sessions: 1, entries: 1, bytes: 8 * KB * F })
+    two.delete("a")
+    expect(cache.stats()).toMatchObject({ sessions: 0, entries: 0, bytes: 0 })
+    // Sized while no holder keeps it: nothing to weigh.
+    cache.sized("a", 8 * KB)
+    expect(cache.stats().sessions).toBe(0)
+  })
+
+  it("refuses a budget of nothing", () => {
+    expect(() => SessionCache.make({ maxBytes: 0 })).toThrow(
+      "A session cache needs a budget above 0 bytes, not 0"
+    )
+  })
+})
