@@ -280,12 +280,17 @@ for (const stream of [false, true]) {
         }
       })
     )
-  /** The gateway's JavaScript heap (size and in use), from its /metrics. */
+  /** The gateway's JavaScript heap (size and in use) and its session cache, from its /metrics. */
   const heapOf = async () => {
     const r = await request(`${fresh.base}/metrics`, { dispatcher })
     const text = await r.body.text()
-    const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0) / 1048576
-    return { total: gauge("nodejs_heap_size_total_bytes"), used: gauge("nodejs_heap_size_used_bytes") }
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0)
+    const gauge = (name: string) => value(name) / 1048576
+    return {
+      total: gauge("nodejs_heap_size_total_bytes"),
+      used: gauge("nodejs_heap_size_used_bytes"),
+      cache: `session cache ${gauge("ctxo_session_cache_bytes").toFixed(1)} of ${gauge("ctxo_session_cache_max_bytes").toFixed(0)} MB, ${value("ctxo_session_cache_sessions")} sessions, ${value("ctxo_session_cache_evictions_total")} evicted`
+    }
   }
   await mixed(total / 10)
   const first = rssOf(fresh.child.pid!)
@@ -294,7 +299,7 @@ for (const stream of [false, true]) {
   const last = rssOf(fresh.child.pid!)
   const lastHeap = await heapOf()
   console.log(
-    `memory: RSS ${first.toFixed(0)} MB after ${total / 10} requests, ${last.toFixed(0)} MB after ${total} (${((last / first - 1) * 100).toFixed(1)}%); JS heap ${firstHeap.total.toFixed(0)} MB (${firstHeap.used.toFixed(0)} in use) then ${lastHeap.total.toFixed(0)} MB (${lastHeap.used.toFixed(0)} in use); ${total} mixed requests over ${sessions} sessions, half in sessions${smoke ? "; smoke run: a fifth of 10,000 over 1,000" : ""}`
+    `memory: RSS ${first.toFixed(0)} MB after ${total / 10} requests, ${last.toFixed(0)} MB after ${total} (${((last / first - 1) * 100).toFixed(1)}%); JS heap ${firstHeap.total.toFixed(0)} MB (${firstHeap.used.toFixed(0)} in use) then ${lastHeap.total.toFixed(0)} MB (${lastHeap.used.toFixed(0)} in use); ${firstHeap.cache}, then ${lastHeap.cache}; ${total} mixed requests over ${sessions} sessions, half in sessions${smoke ? "; smoke run: a fifth of 10,000 over 1,000" : ""}`
   )
   await stop(fresh.child)
 }

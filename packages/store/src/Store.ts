@@ -331,10 +331,10 @@ export const newRecord = (
   metadata: { ...metadata }
 })
 
-/** Keeps at most `max` entries, dropping the oldest. */
 const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
 
+/** Keeps at most `max` entries, dropping the oldest. */
 const bounded = <K, V>(map: Map<K, V>, max: number) => {
   while (map.size > max) map.delete(map.keys().next().value as K)
 }
