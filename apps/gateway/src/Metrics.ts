@@ -472,4 +472,8 @@ export const sessionCacheMetrics = (stats: SessionCache.Stats): string =>
     ]
   ]
     .map(([name, help, type, value]) => `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name} ${value}\n`)
+    .join("") +
+  "# HELP ctxo_session_cache_entries Sessions kept between requests, by holder (every tenant's together).\n# TYPE ctxo_session_cache_entries gauge\n" +
+  Object.entries(stats.holders)
+    .map(([holder, count]) => `ctxo_session_cache_entries${labels([["holder", holder]])} ${count}\n`)
     .join("")

@@ -100,6 +100,34 @@ describe("API keys and tenants", () => {
     expect((await call("/api/sessions", admin)).status).toBe(403)
   })
 
+  it("keeps every tenant's sessions in one session cache, each tenant's apart", async () => {
+    const entries = async (holder: string) => {
+      const text = await (await call("/metrics", admin)).text()
+      return Number(
+        new RegExp(`^ctxo_session_cache_entries\\{holder="${holder}"\\} (\\d+)$`, "m").exec(text)?.[1]
+      )
+    }
+    const before = await entries("store history state")
+    for (const key of [keyA, keyB]) {
+      const made = await call("/api/sessions", key, {
+        method: "POST",
+        body: JSON.stringify({ id: "cached", concept: "one cache" })
+      })
+      expect(made.status).toBe(201)
+      const turn = await call("/v1/chat/completions", key, {
+        method: "POST",
+        headers: { "x-ctxo-session": "cached" },
+        body: JSON.stringify({ model: "gpt-4o", messages: [{ role: "user", content: "Hello" }] })
+      })
+      expect(turn.status).toBe(200)
+      await turn.text()
+    }
+    // Each tenant's store keeps its own session "cached" in the process's one cache: two more.
+    expect(await entries("store history state")).toBe((Number.isNaN(before) ? 0 : before) + 2)
+    expect(await entries("decoded history")).toBeGreaterThanOrEqual(2)
+    expect(await entries("engine last compile")).toBeGreaterThanOrEqual(2)
+  })
+
   it("limits a tenant's concurrent requests with 429 and Retry-After, without slowing the others", async () => {
     await call("/api/sessions", keyA, { method: "POST", body: JSON.stringify({ id: "slow", concept: "" }) })
     gw.upstream.script({ type: "hang" }, { type: "hang" })
