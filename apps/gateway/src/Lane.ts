@@ -13,23 +13,12 @@
  * Effect app's listener as before.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
-import {
-  Cause,
-  Context,
-  Effect,
-  FiberId,
-  FiberRef,
-  FiberRefs,
-  HashMap,
-  Layer,
-  LogLevel,
-  Option,
-  Runtime
-} from "effect"
+import { Context, Effect, Layer, Option, Runtime } from "effect"
 import { authorize, busyRefusal, newRequestId, refusalBody } from "./Admission.ts"
 import { type Answer, ChatCompletions } from "./ChatCompletions.ts"
 import { boundErrorBody } from "./ErrorMapping.ts"
 import { GatewayConfig } from "./GatewayConfig.ts"
+import { infoLogger } from "./LogLines.ts"
 import * as Metrics from "./Metrics.ts"
 import * as RequestBody from "./RequestBody.ts"
 import * as Routes from "./Routes.ts"
@@ -169,36 +158,6 @@ export const layer: Layer.Layer<never, never, ChatCompletions | Tenancy | Gatewa
       }
     })
   )
-
-/**
- * An info line to the runtime's loggers (the gateway's: JSON or pretty, at its minimum level), as
- * `Effect.logInfo` writes it but with no fiber run for it: the access log line of every request.
- */
-const infoLogger = (runtime: Runtime.Runtime<never>) => {
-  const refs = runtime.fiberRefs
-  const loggers = FiberRefs.getOrDefault(refs, FiberRef.currentLoggers)
-  const minimum = FiberRefs.getOrDefault(refs, FiberRef.currentMinimumLogLevel)
-  const inherited = FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations)
-  const spans = FiberRefs.getOrDefault(refs, FiberRef.currentLogSpan)
-  const fiberId = FiberId.make(-1, Date.now())
-  return (message: string, annotations: Record<string, unknown>) => {
-    if (LogLevel.lessThan(LogLevel.Info, minimum)) return
-    let all = inherited
-    for (const key in annotations) all = HashMap.set(all, key, annotations[key])
-    const date = new Date()
-    for (const logger of loggers)
-      logger.log({
-        fiberId,
-        logLevel: LogLevel.Info,
-        message,
-        cause: Cause.empty,
-        context: refs,
-        spans,
-        annotations: all,
-        date
-      })
-  }
-}
 
 /**
  * Writes a streamed answer as it comes, waiting for the socket when it is full; a client that goes

@@ -11,6 +11,7 @@ import { labelOf } from "@ctxo/store-pg/DatabaseConfig"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect, Layer, Logger, Option, Redacted } from "effect"
 import * as GatewayConfig from "./GatewayConfig.ts"
+import * as LogLines from "./LogLines.ts"
 import { server } from "./Server.ts"
 import * as Telemetry from "./Telemetry.ts"
 
@@ -59,7 +60,7 @@ const program = Effect.gen(function* () {
     )
   })
   // One logger for everything: JSON lines when asked, else the readable one.
-  return yield* run.pipe(Effect.provide(config.logFormat === "json" ? Logger.json : Logger.pretty))
+  return yield* run.pipe(Effect.provide(config.logFormat === "json" ? LogLines.json : Logger.pretty))
 }).pipe(Effect.provide(GatewayConfig.layer))
 
 NodeRuntime.runMain(program, { disablePrettyLogger: true })
