@@ -23,7 +23,7 @@ import { compactionsTotal, refusalsTotal } from "@ctxo/agent/TurnEngine"
 import { Api } from "@ctxo/api/Api"
 import * as SessionCache from "@ctxo/store/SessionCache"
 import * as HttpApi from "@effect/platform/HttpApi"
-import { Effect, FiberRef, Metric, MetricBoundaries, MetricState, Option, Stream } from "effect"
+import { Effect, FiberRef, Metric, MetricBoundaries, MetricLabel, MetricState, Option, Stream } from "effect"
 import * as FindMyWay from "find-my-way-ts"
 
 // --- the metrics
@@ -88,15 +88,16 @@ const tokensNow = (stats: RequestStats | undefined, model: string, input: number
     stats.tokensIn += input
     stats.tokensOut += output
   }
-  const counters = tokenCountersOf(model)
-  counters.in.unsafeUpdate(input, [])
-  counters.out.unsafeUpdate(output, [])
+  const labels = tokenLabelsOf(model)
+  tokens.unsafeUpdate(input, labels.in)
+  tokens.unsafeUpdate(output, labels.out)
 }
 
 /**
- * Tagged metrics kept by key, not made again per request: a tagged metric is a new key, hashed
- * through its text, each time it is made (3% of a proxied call when made per answer). The keys are
- * routes, statuses and models, a few; bounded anyway (1,024, then made afresh).
+ * Labels kept by key, the same array each time: a metric updated with labels finds its series by
+ * the array itself, where `Metric.tagged` hands it a new array on every update and so a new key,
+ * hashed through its text (about 10 us of a proxied call). The keys are routes, statuses and
+ * models, a few; bounded anyway (1,024, then made afresh).
  */
 const keptBy = <A>() => {
   const kept = new Map<string, A>()
@@ -110,17 +111,19 @@ const keptBy = <A>() => {
     return found
   }
 }
+type Labels = ReadonlyArray<MetricLabel.MetricLabel>
+/** Labels in the order `Metric.tagged` calls, outermost first, would give them (one series either way). */
+const labelsOf = (...pairs: ReadonlyArray<readonly [string, string]>): Labels =>
+  pairs.map(([key, value]) => MetricLabel.make(key, value))
 
-/** A model's token counters. */
-const tokenCounters = keptBy<{
-  readonly in: Metric.Metric.Counter<number>
-  readonly out: Metric.Metric.Counter<number>
-}>()
-const tokenCountersOf = (model: string) =>
-  tokenCounters(model, () => {
-    const byModel = Metric.tagged(tokens, "model", model)
-    return { in: Metric.tagged(byModel, "direction", "in"), out: Metric.tagged(byModel, "direction", "out") }
-  })
+/** A model's token counter labels. */
+const tokenLabels = keptBy<{ readonly in: Labels; readonly out: Labels }>()
+const tokenLabelsOf = (model: string) =>
+  tokenLabels(model, () => ({
+    in: labelsOf(["model", model], ["direction", "in"]),
+    out: labelsOf(["model", model], ["direction", "out"])
+  }))
+const upstreamLabels = keptBy<Labels>()
 
 /** An upstream call failed: its status (or kind) in the request's facts and the counter. */
 export const upstreamFailedNow = (
@@ -137,7 +140,10 @@ export const upstreamFailedNow = (
     stats.upstreamStatus = status
     stats.error ??= "UpstreamError"
   }
-  Metric.tagged(upstreamErrors, "status", status).unsafeUpdate(1, [])
+  upstreamErrors.unsafeUpdate(
+    1,
+    upstreamLabels(status, () => labelsOf(["status", status]))
+  )
 }
 
 /** An upstream answer or chunk: the usage it reports, if any, counted for `model`. */
@@ -297,19 +303,12 @@ export interface Finished {
   readonly stats: RequestStats
 }
 
-/** The request metrics of a route and status. */
-const requestMetrics = keptBy<{
-  readonly requests: Metric.Metric.Counter<number>
-  readonly duration: typeof httpDuration
-}>()
-const metricsOf = (method: string, route: string, status: number) =>
-  requestMetrics(`${method} ${route} ${status}`, () => ({
-    requests: httpRequests.pipe(
-      Metric.tagged("method", method),
-      Metric.tagged("route", route),
-      Metric.tagged("status", String(status))
-    ),
-    duration: httpDuration.pipe(Metric.tagged("method", method), Metric.tagged("route", route))
+/** The request metrics' labels of a route and status. */
+const requestLabels = keptBy<{ readonly requests: Labels; readonly duration: Labels }>()
+const labelsOfRequest = (method: string, route: string, status: number) =>
+  requestLabels(`${method} ${route} ${status}`, () => ({
+    requests: labelsOf(["method", method], ["route", route], ["status", String(status)]),
+    duration: labelsOf(["method", method], ["route", route])
   }))
 
 /**
@@ -336,9 +335,9 @@ export const requestFinishedNow = (
     ...(stats.upstreamStatus === undefined ? {} : { upstreamStatus: stats.upstreamStatus }),
     ...(stats.stream ? { stream: true } : {})
   }
-  const { requests, duration } = metricsOf(done.method, done.route, done.status)
-  requests.unsafeUpdate(1, [])
-  duration.unsafeUpdate(done.durationMs / 1000, [])
+  const labels = labelsOfRequest(done.method, done.route, done.status)
+  httpRequests.unsafeUpdate(1, labels.requests)
+  httpDuration.unsafeUpdate(done.durationMs / 1000, labels.duration)
   return { message: `${done.method} ${done.url} ${done.status}`, annotations }
 }
 
