@@ -426,13 +426,33 @@ export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
  */
 export const processMemory = (usage: NodeJS.MemoryUsage = process.memoryUsage()): string =>
   [
-    ["process_resident_memory_bytes", "Resident memory size in bytes.", usage.rss],
-    ["nodejs_heap_size_total_bytes", "Process heap size from Node.js in bytes.", usage.heapTotal],
-    ["nodejs_heap_size_used_bytes", "Process heap size used from Node.js in bytes.", usage.heapUsed],
-    ["nodejs_external_memory_bytes", "Node.js external memory size in bytes.", usage.external]
-  ]
-    .map(([name, help, value]) => `# HELP ${name} ${help}\n# TYPE ${name} gauge\n${name} ${value}\n`)
-    .join("")
+    family("process_resident_memory_bytes", "Resident memory size in bytes.", "gauge", usage.rss),
+    family(
+      "nodejs_heap_size_total_bytes",
+      "Process heap size from Node.js in bytes.",
+      "gauge",
+      usage.heapTotal
+    ),
+    family(
+      "nodejs_heap_size_used_bytes",
+      "Process heap size used from Node.js in bytes.",
+      "gauge",
+      usage.heapUsed
+    ),
+    family("nodejs_external_memory_bytes", "Node.js external memory size in bytes.", "gauge", usage.external)
+  ].join("")
+
+/** One family outside the registry in the text format: a value, or values by labels. */
+const family = (
+  name: string,
+  help: string,
+  type: "gauge" | "counter",
+  samples: number | ReadonlyArray<readonly [ReadonlyArray<readonly [string, string]>, number]>
+) => {
+  const rows = typeof samples === "number" ? [[[], samples] as const] : samples
+  const lines = rows.map(([pairs, value]) => `${name}${labels(pairs)} ${number(value)}\n`).join("")
+  return `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} ${type}\n${lines}`
+}
 
 /** A scrape: every `ctxo_*` metric now (the turn counters listed from zero), then the process's memory. */
 export const scrape = Effect.gen(function* () {
@@ -450,29 +470,29 @@ export const scrape = Effect.gen(function* () {
 /** The session cache now: what its sessions weigh against its budget, and how many it let go. */
 export const sessionCacheMetrics = (stats: SessionCache.Stats): string =>
   [
-    [
+    family(
       "ctxo_session_cache_bytes",
-      "What the sessions kept between requests weigh (their histories' text, once per holder).",
+      "What the sessions kept between requests weigh (three times their history's text in each holder).",
       "gauge",
       stats.bytes
-    ],
-    [
+    ),
+    family(
       "ctxo_session_cache_max_bytes",
       "The session cache's budget (CTXO_SESSION_CACHE_MB).",
       "gauge",
       stats.maxBytes
-    ],
-    ["ctxo_session_cache_sessions", "Sessions kept between requests.", "gauge", stats.sessions],
-    [
+    ),
+    family("ctxo_session_cache_sessions", "Sessions kept between requests.", "gauge", stats.sessions),
+    family(
       "ctxo_session_cache_evictions_total",
       "Sessions let go for the budget (read again when asked).",
       "counter",
       stats.evicted
-    ]
-  ]
-    .map(([name, help, type, value]) => `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n${name} ${value}\n`)
-    .join("") +
-  "# HELP ctxo_session_cache_entries Sessions kept between requests, by holder (every tenant's together).\n# TYPE ctxo_session_cache_entries gauge\n" +
-  Object.entries(stats.holders)
-    .map(([holder, count]) => `ctxo_session_cache_entries${labels([["holder", holder]])} ${count}\n`)
-    .join("")
+    ),
+    family(
+      "ctxo_session_cache_entries",
+      "Sessions kept between requests, by holder (every tenant's together).",
+      "gauge",
+      Object.entries(stats.holders).map(([holder, count]) => [[["holder", holder]], count] as const)
+    )
+  ].join("")

@@ -153,10 +153,10 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     // the same document while the session is unchanged; without one in the context, the store's
     // text is decoded once per text), and each finished turn's importance once while its messages
     // are the same objects (a new turn scores only itself).
-    const cache = store.cache ?? SessionCache.make()
-    const decoded = cache.holder<{ readonly doc: HistoryDocument; readonly turns: ReadonlyArray<Turn> }>(
-      "memory turns"
-    )
+    const decoded = store.cache.holder<{
+      readonly doc: HistoryDocument
+      readonly turns: ReadonlyArray<Turn>
+    }>("memory turns")
     const scored = new WeakMap<
       Message,
       { readonly turn: Turn; readonly score: ReturnType<typeof importanceOf> }
@@ -175,7 +175,9 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
       scored.set(last, { turn, score })
       return score
     }
-    const texts = cache.holder<{ readonly text: string; readonly doc: HistoryDocument }>("memory history")
+    const texts = store.cache.holder<{ readonly text: string; readonly doc: HistoryDocument }>(
+      "memory history"
+    )
     const documentOf = (sessionId: string, key: string) =>
       Effect.gen(function* () {
         const history = yield* Effect.serviceOption(HistoryStore)

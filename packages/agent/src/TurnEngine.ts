@@ -401,7 +401,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     const states = new Map<string, SessionState>()
     // The last compiles, in the store's session cache (its budget of bytes), at most MAX_COMPILED
     // (a compile state holds the session's whole compiled context; the read trackers above are small).
-    const lastCompiles = (store.cache ?? SessionCache.make()).holder<LastCompile>("engine last compile", {
+    const lastCompiles = store.cache.holder<LastCompile>("engine last compile", {
       maxEntries: MAX_COMPILED
     })
     // Keyed by the store's scope (a tenant's data root) and the session: tenants never share state.

@@ -126,7 +126,7 @@ export const fromStore = (store: Store.Service): Service => {
    * keep its first messages; otherwise (none yet, a plain array of chat messages) the first change
    * writes the whole document.
    */
-  const cache = (store.cache ?? SessionCache.make()).holder<{
+  const cache = store.cache.holder<{
     readonly json: unknown
     readonly doc: HistoryDocument
     readonly exact: boolean

@@ -29,6 +29,7 @@ import {
   type SessionRecord
 } from "./Records.ts"
 import { decodeRun, type EnhancedState } from "./Runs.ts"
+import * as SessionCache from "./SessionCache.ts"
 import type { FileInfo, Service } from "./Store.ts"
 import { newRecord, patchRecord, Store, sessionLocks, withDistribution } from "./Store.ts"
 import {
@@ -127,6 +128,7 @@ export const makeMemory = (files: MemoryFiles = {}, root = "(memory)"): Service 
   const service: Service = {
     root,
     scope: Effect.succeed(key),
+    cache: SessionCache.make(),
     listSessions: Effect.sync(() => [...sessions.values()].map((s) => s.record)),
     createSession: (input) =>
       Effect.gen(function* () {

@@ -146,10 +146,10 @@ export interface Service {
   /**
    * What is kept of the sessions between requests, in one budget of bytes (`SessionCache`): the
    * history parts built over this store (decoded histories, memory's turns, the turn engine's last
-   * compiles) keep their values here, keyed by `scope`, beside the store's own. Absent: each keeps
-   * its own.
+   * compiles) keep their values here, keyed by `scope`, beside the store's own: the process's cache
+   * when the store was given one (a gateway's, shared by its tenants' stores), else the store's.
    */
-  readonly cache?: SessionCache.Service
+  readonly cache: SessionCache.Service
   readonly listSessions: Effect.Effect<ReadonlyArray<SessionRecord>, StoreError>
   /** A new session, `active`, with its metadata (none by default). */
   readonly createSession: (input: {

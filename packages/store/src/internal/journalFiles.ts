@@ -66,8 +66,8 @@ export const DEFAULT_FOLD_BYTES = 1024 * 1024
 export interface JournalDeps {
   /** The store's root as its sessions' scope in the session cache. */
   readonly scope: string
-  /** The session cache the store's history states are kept in (one of their own without). */
-  readonly cache?: SessionCache.Service | undefined
+  /** The store's session cache, which its history states are kept in. */
+  readonly cache: SessionCache.Service
   readonly ready: Effect.Effect<string, StoreError>
   /** Where a session's files may really be (its directory, checked on the opened file). */
   readonly allowed: (base: string, sessionId: string) => (real: string) => boolean
@@ -232,8 +232,8 @@ const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
 export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}) => {
   const foldRecords = options.foldRecords ?? DEFAULT_FOLD_RECORDS
   const foldBytes = options.foldBytes ?? DEFAULT_FOLD_BYTES
-  // In the session cache's budget (the store's, else one of its own): a long session's JSON is large.
-  const cache = deps.cache ?? SessionCache.make()
+  // In the store's session cache, its budget of bytes: a long session's JSON is large.
+  const cache = deps.cache
   const states = cache.holder<HistoryState>("store history state")
   const keyOf = (sessionId: string) => SessionCache.keyOf(deps.scope, sessionId)
   const files = new Map<string, JournalFile>()
