@@ -227,15 +227,36 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
       }
     }
 
+    // Turns found not due against a session's entries (under the threshold, or promoted already),
+    // by that list: the store hands back the same list while memory.json is unchanged, so a sync
+    // after one more turn checks that turn alone. A turn is one session's (its own object), and an
+    // empty list holds no promotion, so every empty list shares one key.
+    const notDue = new WeakMap<object, WeakSet<Turn>>()
+    const noEntries = {}
     const sync: Service["sync"] = (sessionId) =>
       Effect.gen(function* () {
         const turns = yield* turnsOfSession(sessionId)
         const at = yield* nowIso
         const entries = yield* store.updateMemory(sessionId, (current) => {
-          const known = new Set(current.map((e) => e.id))
-          const due = turns.filter(
-            (t) => importance(t).score > settings.threshold && !known.has(l2Id(sessionId, t.turn))
-          )
+          const key = current.length === 0 ? noEntries : current
+          let seen = notDue.get(key)
+          if (seen === undefined) {
+            seen = new WeakSet()
+            notDue.set(key, seen)
+          }
+          let known: Set<string> | undefined
+          const due: Array<Turn> = []
+          for (const t of turns) {
+            if (seen.has(t)) continue
+            if (importance(t).score > settings.threshold) {
+              known ??= new Set(current.map((e) => e.id))
+              if (!known.has(l2Id(sessionId, t.turn))) {
+                due.push(t)
+                continue
+              }
+            }
+            seen.add(t)
+          }
           return due.length === 0
             ? current
             : [...current, ...due.map((t) => l2EntryOf(sessionId, t, at, false))]

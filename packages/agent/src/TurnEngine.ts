@@ -442,10 +442,18 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         ? Effect.succeed(options.manifest)
         : Effect.gen(function* () {
             const text = yield* store.read("session", sessionId, MANIFEST_FILE)
-            return yield* Either.match(parseManifest(text ?? "{}", `${sessionId}/${MANIFEST_FILE}`), {
-              onLeft: Effect.fail,
-              onRight: Effect.succeed
-            })
+            const file = `${sessionId}/${MANIFEST_FILE}`
+            // Parsed once per text, in the compile cache (the store hands back the same text while
+            // the file is unchanged).
+            const parsed =
+              text === undefined
+                ? parseManifest("{}", file)
+                : compileCache.manifest(
+                    CompileCache.fileKey(yield* store.scope, sessionId, MANIFEST_FILE),
+                    text,
+                    file
+                  )
+            return yield* Either.match(parsed, { onLeft: Effect.fail, onRight: Effect.succeed })
           })
 
     /** Turns run in active sessions only (checked under the session's lock: a pause waits for the turn). */
