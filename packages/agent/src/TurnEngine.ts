@@ -447,7 +447,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             // the file is unchanged).
             const parsed =
               text === undefined
-                ? parseManifest("{}", file)
+                ? noManifest
                 : compileCache.manifest(
                     CompileCache.fileKey(yield* store.scope, sessionId, MANIFEST_FILE),
                     text,
@@ -782,6 +782,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
 export const make = makeWith()
 
 export const layer: Layer.Layer<TurnEngine, never, Needs> = Layer.effect(TurnEngine, make)
+
+/** The manifest of a session without context-config.json (the defaults). */
+const noManifest = parseManifest("{}")
 
 /** The part of a history every compile must show: its pinned turns (no summary, nothing else). */
 /** Tokens of a compiled request besides its history (summaries and turns). */
