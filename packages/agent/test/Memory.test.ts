@@ -66,30 +66,30 @@ describe("Memory: promotion and the session levels", () => {
     }
   )
 
-  it.effect(
-    "a sync checks the turns it has not seen, and every turn again once memory.json changed",
-    () => {
-      const { store, layer } = inMemory()
-      return Effect.gen(function* () {
-        yield* seed(store)
-        const memory = yield* Memory.Memory
-        const ids = (entries: ReadonlyArray<{ readonly id: string; readonly level: string }>) =>
-          entries.filter((e) => e.level === "L2").map((e) => e.id)
-        expect(ids(yield* memory.sync("a"))).toEqual(["L2:a:t2", "L2:a:t4"])
-        // One more turn that matters: promoted by the next sync.
-        yield* store.writeHistory(
-          "a",
-          historyOf([...sessionA, ["Please remember: I prefer dark mode and my team is Vega.", "Noted, dark mode and team Vega."]])
-        )
-        expect(ids(yield* memory.sync("a"))).toEqual(["L2:a:t2", "L2:a:t4", "L2:a:t5"])
-        // memory.json rewritten without an entry (by hand, another process): that turn is due again.
-        yield* store.updateMemory("a", (entries) => entries.filter((e) => e.id !== "L2:a:t4"))
-        expect(ids(yield* memory.sync("a"))).toEqual(["L2:a:t2", "L2:a:t5", "L2:a:t4"])
-        // And once only.
-        expect(ids(yield* memory.sync("a"))).toHaveLength(3)
-      }).pipe(Effect.provide(layer))
-    }
-  )
+  it.effect("a sync checks the turns it has not seen, and every turn again once memory.json changed", () => {
+    const { store, layer } = inMemory()
+    return Effect.gen(function* () {
+      yield* seed(store)
+      const memory = yield* Memory.Memory
+      const ids = (entries: ReadonlyArray<{ readonly id: string; readonly level: string }>) =>
+        entries.filter((e) => e.level === "L2").map((e) => e.id)
+      expect(ids(yield* memory.sync("a"))).toEqual(["L2:a:t2", "L2:a:t4"])
+      // One more turn that matters: promoted by the next sync.
+      yield* store.writeHistory(
+        "a",
+        historyOf([
+          ...sessionA,
+          ["Please remember: I prefer dark mode and my team is Vega.", "Noted, dark mode and team Vega."]
+        ])
+      )
+      expect(ids(yield* memory.sync("a"))).toEqual(["L2:a:t2", "L2:a:t4", "L2:a:t5"])
+      // memory.json rewritten without an entry (by hand, another process): that turn is due again.
+      yield* store.updateMemory("a", (entries) => entries.filter((e) => e.id !== "L2:a:t4"))
+      expect(ids(yield* memory.sync("a"))).toEqual(["L2:a:t2", "L2:a:t5", "L2:a:t4"])
+      // And once only.
+      expect(ids(yield* memory.sync("a"))).toHaveLength(3)
+    }).pipe(Effect.provide(layer))
+  })
 
   it.effect("pins an L1 turn into L2, deletes without losing anything, and expires by lifetime", () => {
     const { store, layer } = inMemory()
