@@ -472,7 +472,7 @@ export const sessionCacheMetrics = (stats: SessionCache.Stats): string =>
   [
     family(
       "ctxo_session_cache_bytes",
-      "What the sessions kept between requests weigh (three times their history's text in each holder).",
+      "What the sessions kept between requests weigh (three times their history's text in each holder; the files read and memory.json their own size).",
       "gauge",
       stats.bytes
     ),

@@ -49,7 +49,12 @@ describe("HistoryStore (file)", () => {
       const stats = cache.stats()
       expect(stats.bytes).toBeLessThanOrEqual(200 * 1024)
       expect(stats).toMatchObject({ sessions: 2, evicted: 1 })
-      expect(stats.holders).toEqual({ "store history state": 2, "decoded history": 2 })
+      expect(stats.holders).toEqual({
+        "store history state": 2,
+        "decoded history": 2,
+        "file reads": 0,
+        "session memory": 0
+      })
       // a was let go: read again from its files, whole.
       const a = yield* history.load("a")
       expect(a.messages).toHaveLength(16)

@@ -7,7 +7,8 @@
  * and decodes it again.
  *
  * A session weighs `TEXT_FACTOR` times its history's stored text (its length, which the store says
- * when it reads or writes it: `sized`), at least `MIN_SESSION_BYTES`, in each holder that keeps it.
+ * when it reads or writes it: `sized`), at least `MIN_SESSION_BYTES`, in each holder that keeps it;
+ * in a weighed holder (the store's file reads, a session's memory) what its value weighs itself.
  * Counting holders by entries instead let a gateway's memory grow with the length of its sessions:
  * 256 long sessions in each of five holders, and as many again per tenant.
  *
@@ -54,8 +55,13 @@ export interface Service {
   /**
    * A holder of values by session key; `name` says whose values they are. With `maxEntries`, its
    * least recently used value also leaves when it would keep more (the session stays in the others).
+   * With `weigh`, a value weighs what it says (its own bytes: a session's files, its memory), set
+   * again when the value is; without, the session's weight by its history.
    */
-  readonly holder: <V>(name: string, options?: { readonly maxEntries?: number }) => Holder<V>
+  readonly holder: <V>(
+    name: string,
+    options?: { readonly maxEntries?: number; readonly weigh?: (value: V) => number }
+  ) => Holder<V>
   /** The session's history is this long as stored (its text's length). */
   readonly sized: (key: string, bytes: number) => void
   readonly stats: () => Stats
@@ -69,6 +75,8 @@ interface Entry {
   bytes: number
   /** By holder. */
   readonly values: Map<number, unknown>
+  /** What the values of weighed holders weigh (by holder): their own size, not the history's. */
+  readonly own: Map<number, number>
 }
 
 export const make = (options: { readonly maxBytes?: number } = {}): Service => {
@@ -85,6 +93,14 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
   const counts: Array<number> = []
   const names: Array<string> = []
 
+  /** What the session weighs in one holder. */
+  const weightIn = (entry: Entry, holder: number) => entry.own.get(holder) ?? weightOf(entry.bytes)
+  /** What the session weighs in all its holders. */
+  const weightAll = (entry: Entry) => {
+    let n = weightOf(entry.bytes) * (entry.values.size - entry.own.size)
+    for (const w of entry.own.values()) n += w
+    return n
+  }
   const touch = (key: string, entry: Entry) => {
     sessions.delete(key)
     sessions.set(key, entry)
@@ -94,26 +110,32 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
     for (const [key, entry] of sessions) {
       if (total <= maxBytes || sessions.size <= 1) return
       sessions.delete(key)
-      total -= weightOf(entry.bytes) * entry.values.size
+      total -= weightAll(entry)
       entries -= entry.values.size
       for (const holder of entry.values.keys()) counts[holder]!--
       evicted++
     }
   }
   const remove = (key: string, entry: Entry, holder: number) => {
-    if (!entry.values.delete(holder)) return
-    total -= weightOf(entry.bytes)
+    if (!entry.values.has(holder)) return
+    total -= weightIn(entry, holder)
+    entry.values.delete(holder)
+    entry.own.delete(holder)
     entries--
     counts[holder]!--
     if (entry.values.size === 0) sessions.delete(key)
   }
 
   return {
-    holder: <V>(name: string, options: { readonly maxEntries?: number } = {}): Holder<V> => {
+    holder: <V>(
+      name: string,
+      options: { readonly maxEntries?: number; readonly weigh?: (value: V) => number } = {}
+    ): Holder<V> => {
       const id = counts.length
       counts.push(0)
       names.push(name)
       const maxEntries = options.maxEntries ?? Number.POSITIVE_INFINITY
+      const weigh = options.weigh
       /** Its least recently used value leaves (the oldest session that has one). */
       const dropOldest = () => {
         for (const [key, entry] of sessions)
@@ -133,15 +155,17 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
         set: (key, value) => {
           let entry = sessions.get(key)
           if (entry === undefined) {
-            entry = { bytes: 0, values: new Map() }
+            entry = { bytes: 0, values: new Map(), own: new Map() }
             sessions.set(key, entry)
           } else touch(key, entry)
-          if (!entry.values.has(id)) {
-            total += weightOf(entry.bytes)
+          if (entry.values.has(id)) total -= weightIn(entry, id)
+          else {
             entries++
             counts[id]!++
           }
           entry.values.set(id, value)
+          if (weigh !== undefined) entry.own.set(id, weigh(value))
+          total += weightIn(entry, id)
           if (counts[id]! > maxEntries) dropOldest()
           evict()
         },
@@ -156,7 +180,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
       const entry = sessions.get(key)
       // A session no holder keeps is sized again when one reads it.
       if (entry === undefined) return
-      total += (weightOf(bytes) - weightOf(entry.bytes)) * entry.values.size
+      total += (weightOf(bytes) - weightOf(entry.bytes)) * (entry.values.size - entry.own.size)
       entry.bytes = bytes
       evict()
     },

@@ -335,6 +335,23 @@ const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
 
 /** Keeps at most `max` entries, dropping the oldest. */
+/** What a file read kept is: its text, or no file (`stamp` undefined), and where it was. */
+interface KnownRead {
+  readonly full: string
+  readonly stamp: string | undefined
+  readonly text: string | undefined
+}
+/** Bytes an entry takes besides its text (its path, stamp and the map's slot). */
+const ENTRY_BYTES = 256
+/** Files of one session whose reads are kept, at most (its least recently read leave first). */
+const MAX_READS = 1024
+/** A session's reads weigh their texts (one byte a character, as Node keeps most) and their entries. */
+const weighReads = (held: ReadonlyMap<string, KnownRead>) => {
+  let n = 0
+  for (const r of held.values()) n += (r.text?.length ?? 0) + r.full.length + ENTRY_BYTES
+  return n
+}
+
 const bounded = <K, V>(map: Map<K, V>, max: number) => {
   while (map.size > max) map.delete(map.keys().next().value as K)
 }
@@ -515,21 +532,25 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
   const globalMemoryLock = Effect.unsafeMakeSemaphore(1)
   const readGlobalMemory = rootRecords(GLOBAL_MEMORY_FILE, decodeMemory)
 
+  // What the store keeps between requests is in the session cache (the process's when it is given
+  // one), in its budget of bytes: the history's state, the files read and memory.json decoded.
+  const cache = options.cache ?? SessionCache.make()
+
   // --- a session's memory.json, decoded once per text (the cached read hands back the same text
-  // while the file is unchanged)
-  const sessionMemory = new Map<
-    string,
-    { readonly text: string; readonly entries: ReadonlyArray<MemoryEntry> }
-  >()
+  // while the file is unchanged); it weighs its text's shapes (`TEXT_FACTOR`)
+  const sessionMemory = cache.holder<{ readonly text: string; readonly entries: ReadonlyArray<MemoryEntry> }>(
+    "session memory",
+    { weigh: (m) => m.text.length * SessionCache.TEXT_FACTOR + ENTRY_BYTES }
+  )
   const readSessionMemory = (sessionId: string) =>
     Effect.gen(function* () {
       const text = yield* readChecked("session", sessionId, MEMORY_FILE)
       if (text === undefined) return [] as ReadonlyArray<MemoryEntry>
-      const hit = sessionMemory.get(sessionId)
+      const key = SessionCache.keyOf(root, sessionId)
+      const hit = sessionMemory.get(key)
       if (hit?.text === text) return hit.entries
       const entries = yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
-      sessionMemory.set(sessionId, { text, entries })
-      bounded(sessionMemory, 1024)
+      sessionMemory.set(key, { text, entries })
       return entries
     })
 
@@ -543,11 +564,16 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
 
   // --- reads, cached
   // What each read found, a file's text or that there was none (`stamp` undefined), kept while one
-  // `stat` shows the same.
-  const known = new Map<
-    string,
-    { readonly full: string; readonly stamp: string | undefined; readonly text: string | undefined }
-  >()
+  // `stat` shows the same: by session (the root's files under a key no session has), each session's
+  // reads weighing their texts, so they leave with the session when the cache is over its budget.
+  const reads = cache.holder<Map<string, KnownRead>>("file reads", { weigh: weighReads })
+  const readsKey = (scope: Scope, sessionId: string) =>
+    SessionCache.keyOf(root, scope === "global" ? "" : sessionId)
+  const forgetRead = (sessionId: string, clean: string) => {
+    const key = readsKey("session", sessionId)
+    const held = reads.get(key)
+    if (held?.delete(clean)) reads.set(key, held)
+  }
   const readChecked = (scope: Scope, sessionId: string, path: string) =>
     Effect.gen(function* () {
       const clean = yield* cleanFor(scope, path)
@@ -558,8 +584,8 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
         // The history is messages.json with its journal folded in, however it is asked for.
         if (clean === HISTORY_FILE) return yield* history.readText(sessionId)
       }
-      const key = `${scope}\u0000${sessionId}\u0000${clean}`
-      const seen = known.get(key)
+      const key = readsKey(scope, sessionId)
+      const seen = reads.get(key)?.get(clean)
       // The same inode, unchanged, is the file already proven to be inside (or still no file): one stat.
       if (seen !== undefined && stampNow(seen.full) === seen.stamp) return seen.text
       const base = yield* ready
@@ -570,14 +596,18 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
           path: clean,
           reason: "leads out of what the session may read through a symlink"
         })
-      if (read._tag !== "Read") {
-        known.set(key, { full, stamp: undefined, text: undefined })
-        bounded(known, 4096)
-        return undefined
-      }
-      known.set(key, { full, stamp: read.stamp, text: read.text })
-      bounded(known, 4096)
-      return read.text
+      const held = reads.get(key) ?? new Map<string, KnownRead>()
+      held.delete(clean)
+      held.set(
+        clean,
+        read._tag === "Read"
+          ? { full, stamp: read.stamp, text: read.text }
+          : { full, stamp: undefined, text: undefined }
+      )
+      // At most MAX_READS files of one session (the least recently read out).
+      if (held.size > MAX_READS) held.delete(held.keys().next().value!)
+      reads.set(key, held)
+      return read._tag === "Read" ? read.text : undefined
     })
 
   // A session's listing, kept while none of its directories changed (an entry made, removed or
@@ -700,10 +730,9 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       yield* writeAt(base, dir, clean, text, allowedFor(base, "session", sessionId)).pipe(
         Effect.catchTag("SessionNotFound", () => Effect.fail(new SessionNotFound({ sessionId })))
       )
-      known.delete(`session\u0000${sessionId}\u0000${clean}`)
+      forgetRead(sessionId, clean)
     })
 
-  const cache = options.cache ?? SessionCache.make()
   const history = makeJournalFiles(
     {
       ready,
@@ -782,7 +811,8 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
             // The index first: a crash after it leaves an orphan directory, never a dangling record.
             yield* writeIndex(records.filter((r) => r.id !== id))
             yield* attempt(id, "delete", () => rm(sessionBase(base, id), { recursive: true, force: true }))
-            for (const key of known.keys()) if (key.startsWith(`session\u0000${id}\u0000`)) known.delete(key)
+            reads.delete(readsKey("session", id))
+            sessionMemory.delete(SessionCache.keyOf(root, id))
             history.forget(id)
           })
         )
@@ -844,7 +874,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
                 ? new PathRefused({ path: clean, reason: "leads out of its directory through a symlink" })
                 : io(clean, "delete")(e)
           })
-          known.delete(`session\u0000${sessionId}\u0000${clean}`)
+          forgetRead(sessionId, clean)
           if (removed !== "removed") return yield* new FileNotFound({ path: clean })
         })
       ),

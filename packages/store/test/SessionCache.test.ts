@@ -102,6 +102,28 @@ describe("SessionCache", () => {
     expect(cache.stats().sessions).toBe(0)
   })
 
+  it("weighs a weighed holder's value by its own size, again each time it is set", () => {
+    const cache = SessionCache.make({ maxBytes: 100 * KB })
+    const files = cache.holder<string>("files", { weigh: (text) => text.length })
+    const decoded = cache.holder<string>("decoded")
+    files.set("a", "x".repeat(30 * KB))
+    decoded.set("a", "doc a")
+    cache.sized("a", 10 * KB)
+    // Its files their own 30 KB, the decoded history three times the history's 10 KB.
+    expect(cache.stats().bytes).toBe(30 * KB + 10 * KB * F)
+    files.set("a", "x".repeat(10 * KB))
+    expect(cache.stats().bytes).toBe(10 * KB + 10 * KB * F)
+    // The history's size leaves the files' weight alone.
+    cache.sized("a", 5 * KB)
+    expect(cache.stats().bytes).toBe(10 * KB + 5 * KB * F)
+    // b's files take the budget: a leaves every holder.
+    files.set("b", "y".repeat(80 * KB))
+    expect([files.get("a"), decoded.get("a")]).toEqual([undefined, undefined])
+    expect(cache.stats()).toMatchObject({ sessions: 1, bytes: 80 * KB, evicted: 1 })
+    files.delete("b")
+    expect(cache.stats()).toMatchObject({ sessions: 0, entries: 0, bytes: 0 })
+  })
+
   it("refuses a budget of nothing", () => {
     expect(() => SessionCache.make({ maxBytes: 0 })).toThrow(
       "A session cache needs a budget above 0 bytes, not 0"

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import * as SessionCache from "../src/SessionCache.ts"
 import * as Store from "../src/Store.ts"
 
 const temps: Array<string> = []
@@ -290,6 +291,33 @@ describe("Store reads and listings changed outside the store", () => {
         expect(yield* store.read("session", "s", "notes.md")).toBeUndefined()
       })
     ))
+
+  it("keeps what it read within the session cache's budget, the least recently read sessions out first, and reads them again whole", () => {
+    const KB = 1024
+    const cache = SessionCache.make({ maxBytes: 350 * KB })
+    const root = tempDir("ctxo-store-")
+    return Effect.runPromise(
+      Effect.gen(function* () {
+        const store = yield* Store.make(root, { cache })
+        const text = (i: number) => `${i} `.repeat(50 * KB)
+        for (let i = 0; i < 5; i++) {
+          yield* store.createSession({ id: `s${i}`, concept: "reads" })
+          writeFileSync(join(root, `s${i}`, "notes.md"), text(i))
+          expect(yield* store.read("session", `s${i}`, "notes.md")).toBe(text(i))
+        }
+        // 100 KB of text a session: three sessions' reads fit (with the records and the root's
+        // files read on the way), five do not.
+        const stats = cache.stats()
+        expect(stats.bytes).toBeLessThanOrEqual(350 * KB)
+        expect(stats.holders["file reads"]).toBeLessThanOrEqual(4)
+        expect(stats.evicted).toBeGreaterThanOrEqual(2)
+        // The first session's read was let go: read again, whole, and as it is now.
+        expect(yield* store.read("session", "s0", "notes.md")).toBe(text(0))
+        writeFileSync(join(root, "s0", "notes.md"), "changed")
+        expect(yield* store.read("session", "s0", "notes.md")).toBe("changed")
+      })
+    )
+  })
 
   it("lists a session's files as they are now, after changes outside the store in it and in its folders", () =>
     withStore((store, root) =>
