@@ -27,6 +27,7 @@ import type { InvalidManifest, UnresolvedReference } from "./CompilerErrors.ts"
 import type { MemoStats, TagEntries } from "./internal/memo.ts"
 import { memoByKey, memoByObject, memoByTag } from "./internal/memo.ts"
 import { decodeSidecar } from "./internal/sidecar.ts"
+import type { CompileUnit } from "./internal/units.ts"
 import type { Manifest } from "./Manifest.ts"
 import { parseManifest } from "./Manifest.ts"
 import { makeRanker } from "./Relevance.ts"
@@ -57,6 +58,7 @@ export interface CompileCacheStats {
   readonly renderedTokens: MemoStats
   readonly turnTokens: MemoStats
   readonly contextTokens: MemoStats
+  readonly turnUnits: MemoStats
   readonly unitHashes: MemoStats
   readonly renderedHashes: MemoStats
 }
@@ -108,6 +110,11 @@ export interface Service {
   readonly turnTokens: (tokenizer: string) => TagEntries<ReadonlyArray<Message>, number>
   /** A context unit's tokens as one system message, by tokenizer and the unit. */
   readonly contextTokens: (tokenizer: string) => TagEntries<ContextUnit, number>
+  /**
+   * A turn as a unit of the budget, by tokenizer, source and flags (the tag) and the turn: the
+   * same unit for the same turn object, compile after compile.
+   */
+  readonly turnUnits: (tag: string) => TagEntries<Turn, CompileUnit>
   /** A context unit's hash, by the unit. */
   readonly unitHash: (unit: { readonly text: string }) => string
   /** A rendered message's hash (the prefix comparison), by the rendered object. */
@@ -147,11 +154,13 @@ const internTurns = () => {
       const last = t.messages.at(-1)
       if (last === undefined) return t
       const earlier = byLast.get(last)
+      // Most often the turn itself (the history's turns keep their objects too): nothing to compare.
+      if (earlier === t) return t
       if (
         earlier !== undefined &&
         earlier.turn === t.turn &&
         earlier.finished === t.finished &&
-        same(earlier.messages, t.messages)
+        (earlier.messages === t.messages || same(earlier.messages, t.messages))
       )
         return earlier
       byLast.set(last, t)
@@ -203,6 +212,7 @@ export const make = (): Service => {
   const renderedTokens = memoByTag<object, number>()
   const turnTokens = memoByTag<ReadonlyArray<Message>, number>()
   const contextTokens = memoByTag<ContextUnit, number>()
+  const turnUnits = memoByTag<Turn, CompileUnit>()
   const unitHashes = memoByObject((u: { readonly text: string }) => contentHash(u.text))
   const renderedHashes = memoByObject((m: object) => contentHash(JSON.stringify(m)))
   return {
@@ -219,6 +229,7 @@ export const make = (): Service => {
     renderedTokens: renderedTokens.get,
     turnTokens: turnTokens.get,
     contextTokens: contextTokens.get,
+    turnUnits: turnUnits.get,
     unitHash: unitHashes.get,
     renderedHash: renderedHashes.get,
     rank: makeRanker(),
@@ -233,6 +244,7 @@ export const make = (): Service => {
       renderedTokens: renderedTokens.stats(),
       turnTokens: turnTokens.stats(),
       contextTokens: contextTokens.stats(),
+      turnUnits: turnUnits.stats(),
       unitHashes: unitHashes.stats(),
       renderedHashes: renderedHashes.stats()
     })

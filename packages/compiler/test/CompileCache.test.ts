@@ -82,6 +82,7 @@ describe("CompileCache", () => {
       expect(cold.profiles.misses).toBe(1)
       expect(cold.sidecars.misses).toBeGreaterThan(0)
       expect(cold.turnTexts.misses).toBeGreaterThan(0)
+      expect(cold.turnUnits.misses).toBeGreaterThan(0)
 
       const second = yield* compileWith(cache, { ...options, previous: first.state })
       const warm = cache.stats()
@@ -107,7 +108,10 @@ describe("CompileCache", () => {
       expect(warm.histories).toEqual({ hits: 1, misses: 1 })
       expect(warm.manifests).toEqual({ hits: 1, misses: 1 })
       expect(warm.knowledge.hits).toBe(3)
-      expect(warm.turnTexts.hits).toBe(cold.turnTexts.hits + cold.turnTexts.misses)
+      // Each turn's unit the first compile made is the second's: its text and tokens not looked up again.
+      expect(warm.turnUnits.misses).toBe(cold.turnUnits.misses)
+      expect(warm.turnUnits.hits).toBeGreaterThanOrEqual(cold.turnUnits.hits + cold.turnUnits.misses)
+      expect(warm.turnTexts.hits).toBe(cold.turnTexts.hits)
       expect(second.request).toEqual(first.request)
       expect(second.prefix.unchangedMessages).toBe(
         second.format === "openai" ? second.request.messages.length : -1

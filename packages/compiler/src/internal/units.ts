@@ -193,6 +193,27 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
     contextCache.set(u, tokens)
     return tokens
   }
+  // A turn's unit is made once per tokenizer, source and flags: a warm compile reuses the units of
+  // the turns it showed before (their objects unchanged), built from the same text and tokens.
+  const turnUnits = new Map<string, Array<CompileCache.TagEntries<Turn, CompileUnit> | undefined>>()
+  const turnUnitsOf = (
+    source: string,
+    flags: { readonly reduced?: boolean; readonly running?: boolean; readonly required?: boolean }
+  ) => {
+    const bits =
+      (flags.reduced === true ? 1 : 0) | (flags.running === true ? 2 : 0) | (flags.required === true ? 4 : 0)
+    let bySource = turnUnits.get(source)
+    if (bySource === undefined) {
+      bySource = []
+      turnUnits.set(source, bySource)
+    }
+    let units = bySource[bits]
+    if (units === undefined) {
+      units = cache.turnUnits(`${counter.tokenizer}\u0000${source}\u0000${bits}`)
+      bySource[bits] = units
+    }
+    return units
+  }
   return {
     requestBase,
     countRequest,
@@ -245,19 +266,25 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
       }
     },
     turn: (t, source, flags = {}) => {
-      const { text, hash } = cache.turnText(t.messages)
-      return {
-        kind: "turn",
-        turn: t,
-        id: `turn-${t.turn}`,
-        source,
-        text,
-        hash,
-        tokens: turnTokensOf(t.messages),
-        ...(flags.reduced === true ? { reduced: true } : {}),
-        ...(flags.running === true ? { running: true } : {}),
-        ...(flags.required === true ? { required: true } : {})
+      const units = turnUnitsOf(source, flags)
+      let unit = units.get(t)
+      if (unit === undefined) {
+        const { text, hash } = cache.turnText(t.messages)
+        unit = {
+          kind: "turn",
+          turn: t,
+          id: `turn-${t.turn}`,
+          source,
+          text,
+          hash,
+          tokens: turnTokensOf(t.messages),
+          ...(flags.reduced === true ? { reduced: true } : {}),
+          ...(flags.running === true ? { running: true } : {}),
+          ...(flags.required === true ? { required: true } : {})
+        }
+        units.set(t, unit)
       }
+      return unit
     }
   }
 }
