@@ -3,6 +3,7 @@
  * for the provider. The budget counts many candidate requests while it selects; the last
  * composition and each rendering are kept, so the request counted last is the request returned.
  */
+import type { Message } from "@ctxo/history/Message"
 import type { Turn } from "@ctxo/history/Turns"
 import type { Either } from "effect"
 import type { DuplicateInput, InvalidContextKey } from "../CompilerErrors.ts"
@@ -10,6 +11,7 @@ import type { Composition } from "../Composer.ts"
 import { compose } from "../Composer.ts"
 import type { Manifest } from "../Manifest.ts"
 import type { Format, RenderedRequest } from "../Render.ts"
+import type { ToolSpec } from "../ToolSelection.ts"
 import { render } from "../Render.ts"
 import type { CompileUnit } from "./units.ts"
 
@@ -44,22 +46,30 @@ export const makeFormatter = (options: {
         : units
       contexts[key] = ordered.map((u) => u.text).join("\n\n")
     }
-    const keptTurns = included
-      .filter((u): u is CompileUnit & { readonly turn: Turn } => u.kind === "turn")
-      .map((u) => u.turn)
-      .sort((a, b) => a.turn - b.turn)
-    // The running turn: what the model answers.
-    const running = included.find(
-      (u): u is CompileUnit & { readonly turn: Turn } => u.kind === "turn" && u.running === true
-    )
-    const tools = included.flatMap((u) => (u.kind === "tool" ? [u.spec] : []))
+    // The kept turns, oldest first (as the budget orders them, most often: then not sorted again),
+    // the running one among them, and the tools: one pass over what was kept.
+    const keptTurns: Array<Turn> = []
+    let ordered = true
+    let running: Turn | undefined
+    const tools: Array<ToolSpec> = []
+    for (const u of included) {
+      if (u.kind === "turn") {
+        if (ordered && keptTurns.length > 0 && keptTurns[keptTurns.length - 1]!.turn > u.turn.turn)
+          ordered = false
+        keptTurns.push(u.turn)
+        if (u.running === true && running === undefined) running = u.turn
+      } else if (u.kind === "tool") tools.push(u.spec)
+    }
+    if (!ordered) keptTurns.sort((a, b) => a.turn - b.turn)
+    const checkpointMessages: Array<Message> = []
+    for (const t of keptTurns) for (const m of t.messages) checkpointMessages.push(m)
     return compose({
       policy: manifest.policy,
       ...(tools.length === 0 ? {} : { tools }),
       systemPrompt,
       contexts,
-      checkpointMessages: keptTurns.flatMap((t) => t.messages),
-      ...(running === undefined ? {} : { runningTurn: running.turn.turn }),
+      checkpointMessages,
+      ...(running === undefined ? {} : { runningTurn: running.turn }),
       ...(input === "" ? {} : { query: input }),
       process: {
         role: manifest.process.role,
