@@ -40,6 +40,13 @@ export interface FittedRequest<U extends Unit> {
   readonly report: BudgetReport
 }
 
+/** The lists one after another (a loop: `flatMap` over a few long lists is several times slower). */
+const concat = <A>(lists: ReadonlyArray<ReadonlyArray<A>>): Array<A> => {
+  const out: Array<A> = []
+  for (const list of lists) for (const a of list) out.push(a)
+  return out
+}
+
 export const fitBudget = <U extends Unit>(
   options: FitBudgetOptions<U>
 ): Either.Either<FittedRequest<U>, BudgetExceeded> => {
@@ -96,7 +103,7 @@ export const fitBudget = <U extends Unit>(
 
   const { grants, available } = allocation.right
   const off = new Set(allocation.right.off)
-  const order: Array<U> = options.sources.flatMap((s) => s.units)
+  const order: Array<U> = concat(options.sources.map((s) => s.units))
   const position = new Map(order.map((u, i) => [u, i]))
   const fitted = options.sources.map((s) => ({
     source: s,
@@ -109,10 +116,10 @@ export const fitBudget = <U extends Unit>(
     options.sources.map((s) => [s.id, s.priority ?? DEFAULT_PRIORITIES[s.id] ?? 0])
   )
   const repaired = repair({
-    included: inOrder(fitted.flatMap((f) => f.included)),
+    included: inOrder(concat(fitted.map((f) => f.included))),
     // A source switched off (share 0) is never refilled into the slack.
-    candidates: fitted.flatMap((f) =>
-      off.has(f.source.id) ? [] : f.source.contiguous ? f.dropped.slice(0, 1) : f.dropped
+    candidates: concat(
+      fitted.map((f) => (off.has(f.source.id) ? [] : f.source.contiguous ? f.dropped.slice(0, 1) : f.dropped))
     ),
     limit: available,
     countTotal: options.countTotal,

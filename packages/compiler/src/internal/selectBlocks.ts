@@ -140,8 +140,9 @@ export const selectBlocks = (options: {
     (u) => u.source !== "system_prompt" && u.source !== "rules" && u.source !== "summaries"
   )
   const offered = history.shown ? history.turns : []
-  const pinnedTurns = offered.filter(isPinned)
-  const walkTurns = offered.filter((t) => !isPinned(t))
+  const pinnedTurns: Array<Turn> = []
+  const walkTurns: Array<Turn> = []
+  for (const t of offered) (isPinned(t) ? pinnedTurns : walkTurns).push(t)
   /** Whether these units of the walk show every one of its turns (each unit is a distinct turn of it). */
   const showsEvery = (units: ReadonlyArray<CompileUnit>) => units.length === walkTurns.length
   const baseTokens = sum(systemUnits) + sum(inputUnits) + sum(rulesUnits) + sum(clientTools)
