@@ -11,8 +11,8 @@ import type { Composition } from "../Composer.ts"
 import { compose } from "../Composer.ts"
 import type { Manifest } from "../Manifest.ts"
 import type { Format, RenderedRequest } from "../Render.ts"
-import type { ToolSpec } from "../ToolSelection.ts"
 import { render } from "../Render.ts"
+import type { ToolSpec } from "../ToolSelection.ts"
 import type { CompileUnit } from "./units.ts"
 
 export interface Formatter {
