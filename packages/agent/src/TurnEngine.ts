@@ -37,7 +37,7 @@ import type {
   CompactOptions,
   ShownHistory
 } from "@ctxo/history/Compaction"
-import { compact } from "@ctxo/history/Compaction"
+import { compact, shouldCompact } from "@ctxo/history/Compaction"
 import type { HistoryError, IdempotencyConflict } from "@ctxo/history/HistoryErrors"
 import { fromStoreError, HistoryStore } from "@ctxo/history/HistoryStore"
 import type { HistoryDocument, InputReference } from "@ctxo/history/Message"
@@ -53,7 +53,7 @@ import * as SessionCache from "@ctxo/store/SessionCache"
 import { annotateSpan, withSpan } from "@ctxo/store/Spans"
 import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
-import { Context, Effect, Either, Layer, Metric, Option, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, Layer, Metric, Option, Schema } from "effect"
 import { SessionNotActive } from "./Lifecycle.ts"
 import { Memory } from "./Memory.ts"
 
@@ -480,10 +480,17 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
        * Run once, after the first step's compile whatever its outcome and before anything else (a
        * model call, the end of the turn), or when the turn fails before it.
        */
-      beforeFirstWord: Effect.Effect<void, TurnError> = Effect.void
+      beforeFirstWord: Effect.Effect<void, TurnError> = Effect.void,
+      /**
+       * When the turn's input was recorded without the required compile's check (see `turn`): takes
+       * it back out of history. A first compile that fails runs it, and the turn fails as the check
+       * would have failed it, having said nothing.
+       */
+      undoInput?: Effect.Effect<void, TurnError>
     ): Effect.Effect<TurnOutcome, TurnError | E, R> =>
-      Effect.flatMap(Effect.cached(beforeFirstWord), (announce) =>
-        Effect.gen(function* () {
+      Effect.flatMap(Effect.cached(beforeFirstWord), (announce) => {
+        let undone = false
+        return Effect.gen(function* () {
           const last = yield* lastCompileOf(sessionId)
           const emit = options.emit ?? (() => Effect.void)
           for (let step = 1; step <= options.maxSteps; step++) {
@@ -500,6 +507,16 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               ...(last.compileState === undefined ? {} : { previous: last.compileState })
             }
             const compiledExit = yield* Effect.exit(provide(compiler.compile(compileOptions)))
+            if (
+              step === 1 &&
+              undoInput !== undefined &&
+              Exit.isFailure(compiledExit) &&
+              !Cause.isInterruptedOnly(compiledExit.cause)
+            ) {
+              undone = true
+              yield* undoInput
+              return yield* Effect.failCause(compiledExit.cause)
+            }
             if (step === 1) yield* announce
             const compiled = yield* compiledExit
             last.compileState = compiled.state
@@ -574,8 +591,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             replayed: false,
             stopped: true
           } as const
-        }).pipe(Effect.onError(() => Effect.ignore(announce)))
-      )
+        }).pipe(Effect.onError(() => (undone ? Effect.void : Effect.ignore(announce))))
+      })
 
     /**
      * A turn of `sessionId` under its lock, traced as `span`: the compile state is kept only while
@@ -637,22 +654,40 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             yield* emit({ type: "done", turn: probe.turn, text, steps: 0 })
             return { _tag: "Answered", turn: probe.turn, text, steps: 0, replayed: true } as const
           }
+          // An input that cannot fit with what every compile must carry (the system prompt, the
+          // rules, the pinned turns, which compaction never archives) is refused before anything
+          // is archived or recorded. The required compile that checks it also tells compaction
+          // what the turn's requests carry besides history; when compaction will not run (the
+          // trigger, as the compactor judges it, is not reached), with no references and nothing
+          // pinned, the turn's first compile checks instead: the input is recorded, and taken
+          // out again when that compile fails, before the turn says anything (`undoInput`).
+          const window = options.compaction?.window ?? model.contextWindow
+          const checkedByFirstCompile =
+            !probe.resumed &&
+            (request.references === undefined || request.references.length === 0) &&
+            !before.messages.some((m) => m.meta.pinned === true) &&
+            !shouldCompact({
+              lastUsage: lastUsageOf(before),
+              input: request.input,
+              window,
+              messageCount: before.messages.filter((m) => m.meta.archivedBy === undefined).length,
+              ...(options.compaction === undefined ? {} : { settings: options.compaction })
+            }).trigger
           if (!probe.resumed) {
-            // An input that cannot fit with what every compile must carry (the system prompt, the
-            // rules, the pinned turns, which compaction never archives) is refused before anything
-            // is archived or recorded.
-            const required = yield* provide(
-              compiler.compile({
-                sessionId: sid,
-                manifest,
-                model: modelName,
-                format: options.format ?? "openai",
-                history: requiredHistoryOf(before),
-                query: request.input,
-                ...toolsOf(options),
-                ...(request.references === undefined ? {} : { references: request.references })
-              })
-            )
+            const required = checkedByFirstCompile
+              ? undefined
+              : yield* provide(
+                  compiler.compile({
+                    sessionId: sid,
+                    manifest,
+                    model: modelName,
+                    format: options.format ?? "openai",
+                    history: requiredHistoryOf(before),
+                    query: request.input,
+                    ...toolsOf(options),
+                    ...(request.references === undefined ? {} : { references: request.references })
+                  })
+                )
             const counter = yield* tokenizer.counter(model)
             // History as the turn's requests carry it: in their format, framing included.
             const countHistory = historyTokens(counter, options.format ?? "openai")
@@ -661,15 +696,16 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 sessionId: sid,
                 input: request.input,
                 lastUsage: lastUsageOf(before),
-                model: { id: model.id, contextWindow: options.compaction?.window ?? model.contextWindow },
+                model: { id: model.id, contextWindow: window },
                 ...(options.compaction === undefined ? {} : { settings: options.compaction }),
                 count: counter.count,
                 countHistory,
                 // What the turn's requests carry besides the history compaction plans (pinned turns
                 // are history, the plan counts them): the required request without its history (the
                 // system prompt, rules, contexts, the input with its reminder, tools, framing). What
-                // is kept, with the summary's room, stays under the trigger.
-                fixedTokens: fixedTokensOf(required, countHistory),
+                // is kept, with the summary's room, stays under the trigger. (Not made when the
+                // trigger is not reached: the compactor reads it only to plan a compaction.)
+                ...(required === undefined ? {} : { fixedTokens: fixedTokensOf(required, countHistory) }),
                 onEvent: (event) => compactionEvent(event, emit)
               })
             )
@@ -688,10 +724,28 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 annotateSpan({ "ctxo.turn": started.turn })
               )
             )
+            // Unchecked, the input is taken back out when the first compile fails: history as before.
+            const undoInput =
+              checkedByFirstCompile && !started.resumed
+                ? provide(history.modify(sid, () => Effect.succeed([undefined, before] as const)))
+                : undefined
             const run = (beforeFirstWord: Effect.Effect<void, TurnError>) =>
-              steps(sid, started.turn, manifest, model, modelName, driver, options, beforeFirstWord)
-            // Nothing to wait for (a store durable when a change returns): the number at once.
-            return pending ? run(announce) : Effect.zipRight(announce, run(Effect.void))
+              steps(
+                sid,
+                started.turn,
+                manifest,
+                model,
+                modelName,
+                driver,
+                options,
+                beforeFirstWord,
+                undoInput
+              )
+            // Nothing to wait for (a store durable when a change returns): the number at once,
+            // unless the first compile is the input's check.
+            return pending || undoInput !== undefined
+              ? run(announce)
+              : Effect.zipRight(announce, run(Effect.void))
           })
         })
       )

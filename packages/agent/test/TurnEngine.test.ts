@@ -270,6 +270,47 @@ describe("TurnEngine", () => {
     }).pipe(Effect.provide(services))
   )
 
+  it.effect(
+    "refuses an input compaction's estimate takes for small (Chinese, about a token a character) when the first compile finds it cannot fit: history as before, nothing said",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* TurnEngine.make
+        const history = yield* HistoryStore.HistoryStore
+        const model = "openai/gpt-4"
+        yield* engine.turn({ sessionId: "s8", input: "hello", model }, answer("hi"), options)
+        const before = yield* history.load("s8")
+        // 13,200 characters: an estimate of 4,400 tokens, under the trigger (80% of gpt-4's 8,192),
+        // so the required layers' compile is not made; the text takes more than the window.
+        let text = ""
+        for (let i = 0; i < 12_000; i++)
+          text += String.fromCharCode(0x4e00 + ((i * 7919) % 20_000)) + (i % 10 === 9 ? " " : "")
+        const said: Array<string> = []
+        const error = yield* Effect.flip(
+          engine.turn(
+            { sessionId: "s8", input: text, model },
+            {
+              model: () =>
+                Effect.sync(() => {
+                  said.push("model")
+                  return { text: "", toolCalls: [] }
+                })
+            },
+            { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
+          )
+        )
+        expect(error._tag).toBe("BudgetExceeded")
+        expect(said).toEqual([])
+        expect(yield* history.load("s8")).toEqual(before)
+        // The session goes on: the next turn is turn 2.
+        const next = yield* engine.turn(
+          { sessionId: "s8", input: "and now?", model },
+          answer("fine"),
+          options
+        )
+        expect(next.turn).toBe(2)
+      }).pipe(Effect.provide(services))
+  )
+
   it.effect("refuses an input that fits alone but not beside the pinned turns, recording nothing", () =>
     Effect.gen(function* () {
       const engine = yield* TurnEngine.make
@@ -318,7 +359,7 @@ const notedTurn = (engine: TurnEngine.Service, sessionId: string, said: Array<st
 
 describe("the turn's number", () => {
   it.effect(
-    "comes before the first compile on a store durable when a change returns (nothing to wait for)",
+    "comes after the first compile, which checks the input when compaction will not run (on a store durable when a change returns too)",
     () =>
       Effect.gen(function* () {
         const said: Array<string> = []
@@ -331,8 +372,8 @@ describe("the turn's number", () => {
         })
         const engine = yield* TurnEngine.make.pipe(Effect.provide(recording))
         yield* notedTurn(engine, "s7", said)
-        // The required layers' compile, the number, the first step's compile, the model.
-        expect(said).toEqual(["compile", "turn", "compile", "model", "done"])
+        // One compile (the first step's, which checks the input), the number, the model.
+        expect(said).toEqual(["compile", "turn", "model", "done"])
       }).pipe(Effect.provide(services))
   )
 })
