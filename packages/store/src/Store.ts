@@ -334,7 +334,6 @@ export const newRecord = (
 const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
   Either.match(either, { onLeft: Effect.fail, onRight: Effect.succeed })
 
-/** Keeps at most `max` entries, dropping the oldest. */
 /** What a file read kept is: its text, or no file (`stamp` undefined), and where it was. */
 interface KnownRead {
   readonly full: string
@@ -352,6 +351,7 @@ const weighReads = (held: ReadonlyMap<string, KnownRead>) => {
   return n
 }
 
+/** Keeps at most `max` entries, dropping the oldest. */
 const bounded = <K, V>(map: Map<K, V>, max: number) => {
   while (map.size > max) map.delete(map.keys().next().value as K)
 }
