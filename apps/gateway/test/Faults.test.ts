@@ -8,6 +8,7 @@ import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import type { Reply } from "@ctxo/agent/FakeUpstream"
 import type { HistoryDocument } from "@ctxo/history/Message"
+import { ABANDONED_ANSWER } from "@ctxo/history/Turns"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chatEvents, createSession, historyText, startGateway } from "./harness.ts"
@@ -267,7 +268,8 @@ describe("a client that goes away", () => {
     gw.upstream.script({ type: "text", text: "Here again." })
     const next = await gw.run(chatEvents(sid, { message: "Are you there?" }))
     expect(next.events.at(-1)?.data).toMatchObject({ type: "done", text: "Here again." })
-    expect(recorded(gw, sid, abandoned)).toEqual({ inputs: 1, answers: [], emptyAnswers: 0 })
+    // No partial answer of the cut call: the turn was finished as abandoned when the next began.
+    expect(recorded(gw, sid, abandoned)).toEqual({ inputs: 1, answers: [ABANDONED_ANSWER], emptyAnswers: 0 })
   }
 
   it("from the SSE chat: the turn's upstream call is aborted and the session lock released", async () => {

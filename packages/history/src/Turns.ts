@@ -144,6 +144,10 @@ const extend = (known: Grouping, messages: ReadonlyArray<Message>): ReadonlyArra
   return turns
 }
 
+/** The final of a turn abandoned unfinished: another input came before it had an answer. */
+export const ABANDONED_ANSWER =
+  "(No answer: this turn was interrupted before it had one, and the conversation went on without it.)"
+
 export const INTERRUPTED: ToolError = {
   code: "interrupted",
   message: "No result: the turn was interrupted before the tool returned."
@@ -234,8 +238,11 @@ export const beginTurn = (doc: HistoryDocument, options: BeginTurnOptions): Bega
       steps: closed.messages.filter((m) => m.meta.turn === existing.turn && m.meta.kind === "step")
     }
   }
-  // A different input after an unfinished turn: that turn was abandoned; close its calls.
-  const closed = last !== undefined && !last.finished ? closeDangling(doc, last.turn) : doc
+  // A different input after an unfinished turn: that turn was abandoned (its client went away, its
+  // process died). It is finished where it stands, its calls closed and a final that says so, so
+  // every turn stays whole and in order: a retry of it later (its key) gets that final, and is not
+  // answered after the turns that came since.
+  const closed = last !== undefined && !last.finished ? finishTurn(doc, last.turn, ABANDONED_ANSWER).doc : doc
   const turn = lastTurnNumber(closed) + 1
   const input: Message = {
     id: `t${turn}-0`,

@@ -264,7 +264,9 @@ describe("HistoryStore (file)", () => {
         { concurrency: "unbounded" }
       )
       const doc = yield* store.load("s4")
-      expect(doc.messages).toHaveLength(20)
+      // 20 inputs, each turn but the last finished as abandoned when the next one began.
+      expect(doc.messages.filter((m) => m.meta.kind === "input")).toHaveLength(20)
+      expect(doc.messages.filter((m) => m.meta.kind === "final")).toHaveLength(19)
       expect(new Set(doc.messages.map((m) => m.meta.turn)).size).toBe(20)
     }).pipe(Effect.provide(fileStore().layer))
   )

@@ -5,6 +5,7 @@ import { dismissMemory, historyView, turnContext } from "../src/HistoryView.ts"
 import type { HistoryDocument, Message } from "../src/Message.ts"
 import { emptyHistory, HistoryDocument as HistoryDocumentSchema, textOf } from "../src/Message.ts"
 import {
+  ABANDONED_ANSWER,
   appendStep,
   appendToolResult,
   beginTurn,
@@ -98,6 +99,18 @@ describe("turns", () => {
     const next = beginTurn(crashed, { input: "two" })
     expect([next.resumed, next.turn]).toEqual([false, 2])
     expect(danglingCalls(next.doc.messages)).toEqual([])
+    // The abandoned turn is finished where it stands: whole, before the new one.
+    expect(turnsOf(next.doc.messages).map((t) => [t.turn, t.finished])).toEqual([
+      [1, true],
+      [2, false]
+    ])
+    expect(textOf(next.doc.messages.at(-2)!)).toBe(ABANDONED_ANSWER)
+    // A retry of it (its key, after the new turn) gets that final; nothing is added after turn 2.
+    const keyed = beginTurn(emptyHistory, { input: "one", inputKey: "k1" })
+    const later = beginTurn(keyed.doc, { input: "two" })
+    const retry = beginTurn(later.doc, { input: "one", inputKey: "k1" })
+    expect([retry.resumed, retry.finished, retry.turn]).toEqual([true, true, 1])
+    expect(retry.doc).toBe(later.doc)
   })
 
   it("while a turn runs the model sees history, the input exactly once, and full observations", () => {
