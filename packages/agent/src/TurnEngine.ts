@@ -514,7 +514,17 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               !Cause.isInterruptedOnly(compiledExit.cause)
             ) {
               undone = true
-              yield* undoInput
+              // Whole or not at all; a history that cannot be written back is said in the log, and
+              // the turn still fails as its compile did (the input then stays, an unfinished turn
+              // the next input closes).
+              yield* Effect.uninterruptible(undoInput).pipe(
+                Effect.catchAllCause((cause) =>
+                  Effect.logWarning(
+                    `session ${sessionId}: turn ${turn}'s input, refused by its first compile, could not be taken back out`,
+                    cause
+                  )
+                )
+              )
               return yield* Effect.failCause(compiledExit.cause)
             }
             if (step === 1) yield* announce
@@ -664,6 +674,11 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           const window = options.compaction?.window ?? model.contextWindow
           const checkedByFirstCompile =
             !probe.resumed &&
+            // A session with history (a first input is checked apart: nothing of the session is
+            // written for a refused one), and an input not longer in characters than the window
+            // is in tokens (a longer one is most likely refused: checked before it is written).
+            before.messages.length > 0 &&
+            request.input.length <= model.contextWindow &&
             (request.references === undefined || request.references.length === 0) &&
             !before.messages.some((m) => m.meta.pinned === true) &&
             !shouldCompact({

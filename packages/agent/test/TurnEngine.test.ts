@@ -279,10 +279,11 @@ describe("TurnEngine", () => {
         const model = "openai/gpt-4"
         yield* engine.turn({ sessionId: "s8", input: "hello", model }, answer("hi"), options)
         const before = yield* history.load("s8")
-        // 13,200 characters: an estimate of 4,400 tokens, under the trigger (80% of gpt-4's 8,192),
-        // so the required layers' compile is not made; the text takes more than the window.
+        // 8,140 characters (no more than the window's tokens): an estimate of 2,714 tokens, under
+        // the trigger (80% of gpt-4's 8,192), so the required layers' compile is not made; the
+        // text takes more tokens than the window.
         let text = ""
-        for (let i = 0; i < 12_000; i++)
+        for (let i = 0; i < 7_400; i++)
           text += String.fromCharCode(0x4e00 + ((i * 7919) % 20_000)) + (i % 10 === 9 ? " " : "")
         const said: Array<string> = []
         const error = yield* Effect.flip(
@@ -371,8 +372,13 @@ describe("the turn's number", () => {
             )
         })
         const engine = yield* TurnEngine.make.pipe(Effect.provide(recording))
+        // A session's first input: the required layers' compile checks it before it is written;
+        // then the number (nothing to wait for), the first step's compile, the model.
         yield* notedTurn(engine, "s7", said)
-        // One compile (the first step's, which checks the input), the number, the model.
+        expect(said).toEqual(["compile", "turn", "compile", "model", "done"])
+        // Then one compile (the first step's, which checks the input), the number, the model.
+        said.length = 0
+        yield* notedTurn(engine, "s7", said)
         expect(said).toEqual(["compile", "turn", "model", "done"])
       }).pipe(Effect.provide(services))
   )
@@ -432,6 +438,60 @@ describe("TurnEngine on the file store", () => {
     } finally {
       vi.restoreAllMocks()
       await runtime.dispose()
+    }
+  })
+
+  it("takes an input its first compile refuses back out of the journal: another store on the root reads the history as it was", async () => {
+    const root = mkdtempSync(join(tmpdir(), "ctxo-engine-undo-"))
+    roots.push(root)
+    const servicesOn = () =>
+      Layer.mergeAll(
+        Workspace.layerStore,
+        Summarizer.layerDeterministic,
+        ModelRegistry.layer(),
+        Tokenizer.layer(),
+        TurnEngine.seamsLive
+      ).pipe(Layer.provideMerge(HistoryStore.layerStore), Layer.provideMerge(Store.layer(root)))
+    const model = "openai/gpt-4"
+    let text = ""
+    for (let i = 0; i < 7_400; i++)
+      text += String.fromCharCode(0x4e00 + ((i * 7919) % 20_000)) + (i % 10 === 9 ? " " : "")
+    const first = ManagedRuntime.make(servicesOn())
+    const before = await first.runPromise(
+      Effect.gen(function* () {
+        yield* Effect.flatMap(Store.Store, (store) => store.createSession({ id: "u", concept: "" }))
+        const engine = yield* TurnEngine.make
+        yield* engine.turn({ sessionId: "u", input: "hello", model }, answer("hi"), options)
+        const history = yield* HistoryStore.HistoryStore
+        const before = yield* history.load("u")
+        const error = yield* Effect.flip(
+          engine.turn({ sessionId: "u", input: text, model }, answer("never"), options)
+        )
+        expect(error._tag).toBe("BudgetExceeded")
+        return before
+      })
+    )
+    await first.dispose()
+    // Read afresh from the files (messages.json and its journal), by a store of its own.
+    const second = ManagedRuntime.make(servicesOn())
+    try {
+      const [after, next] = await second.runPromise(
+        Effect.gen(function* () {
+          const history = yield* HistoryStore.HistoryStore
+          const after = yield* history.load("u")
+          const engine = yield* TurnEngine.make
+          const next = yield* engine.turn(
+            { sessionId: "u", input: "and now?", model },
+            answer("fine"),
+            options
+          )
+          return [after, next] as const
+        })
+      )
+      expect(after).toEqual(before)
+      expect(next.turn).toBe(2)
+    } finally {
+      await second.dispose()
     }
   })
 })
