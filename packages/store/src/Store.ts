@@ -345,9 +345,10 @@ const ENTRY_BYTES = 256
 /** Files of one session whose reads are kept, at most (its least recently read leave first). */
 const MAX_READS = 1024
 /** A session's reads weigh their texts (one byte a character, as Node keeps most) and their entries. */
+const weighRead = (r: KnownRead) => (r.text?.length ?? 0) + r.full.length + ENTRY_BYTES
 const weighReads = (held: ReadonlyMap<string, KnownRead>) => {
   let n = 0
-  for (const r of held.values()) n += (r.text?.length ?? 0) + r.full.length + ENTRY_BYTES
+  for (const r of held.values()) n += weighRead(r)
   return n
 }
 
@@ -604,8 +605,16 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
           ? { full, stamp: read.stamp, text: read.text }
           : { full, stamp: undefined, text: undefined }
       )
-      // At most MAX_READS files of one session (the least recently read out).
+      // At most MAX_READS files of one session, and at most a quarter of the cache's budget (the
+      // least recently read out first; the file just read stays).
       if (held.size > MAX_READS) held.delete(held.keys().next().value!)
+      const limit = cache.stats().maxBytes / 4
+      let weight = weighReads(held)
+      for (const [path, r] of held) {
+        if (weight <= limit || held.size <= 1) break
+        held.delete(path)
+        weight -= weighRead(r)
+      }
       reads.set(key, held)
       return read._tag === "Read" ? read.text : undefined
     })

@@ -315,6 +315,14 @@ describe("Store reads and listings changed outside the store", () => {
         expect(yield* store.read("session", "s0", "notes.md")).toBe(text(0))
         writeFileSync(join(root, "s0", "notes.md"), "changed")
         expect(yield* store.read("session", "s0", "notes.md")).toBe("changed")
+        // One session reading more than the whole budget keeps a quarter of it at most (and the
+        // file it read last): the cache stays within its budget.
+        for (let i = 0; i < 6; i++) {
+          writeFileSync(join(root, "s1", `big-${i}.md`), text(i))
+          expect(yield* store.read("session", "s1", `big-${i}.md`)).toBe(text(i))
+        }
+        expect(cache.stats().bytes).toBeLessThanOrEqual(350 * KB)
+        expect(yield* store.read("session", "s1", "big-0.md")).toBe(text(0))
       })
     )
   })
