@@ -66,13 +66,14 @@ describe("Memory: promotion and the session levels", () => {
     }
   )
 
-  it.effect("a sync checks the turns it has not seen, and every turn again once memory.json changed", () => {
-    const { store, layer } = inMemory()
-    return Effect.gen(function* () {
+  const syncs = (store: Store.Service, layer: ReturnType<typeof layerOver>) =>
+    Effect.gen(function* () {
       yield* seed(store)
       const memory = yield* Memory.Memory
       const ids = (entries: ReadonlyArray<{ readonly id: string; readonly level: string }>) =>
         entries.filter((e) => e.level === "L2").map((e) => e.id)
+      expect(ids(yield* memory.sync("a"))).toEqual(["L2:a:t2", "L2:a:t4"])
+      // Again with nothing new: the same entries (the turns seen are not judged again).
       expect(ids(yield* memory.sync("a"))).toEqual(["L2:a:t2", "L2:a:t4"])
       // One more turn that matters: promoted by the next sync.
       yield* store.writeHistory(
@@ -89,7 +90,22 @@ describe("Memory: promotion and the session levels", () => {
       // And once only.
       expect(ids(yield* memory.sync("a"))).toHaveLength(3)
     }).pipe(Effect.provide(layer))
+
+  it.effect("a sync checks the turns it has not seen, and every turn again once memory.json changed", () => {
+    const { store, layer } = inMemory()
+    return syncs(store, layer)
   })
+
+  it.effect(
+    "the same on the file store, which hands back the same entries while memory.json is unchanged",
+    () => {
+      const root = mkdtempSync(join(tmpdir(), "ctxo-memory-sync-"))
+      const store = Store.makeUnsafe(root)
+      return syncs(store, layerOver(store)).pipe(
+        Effect.ensuring(Effect.sync(() => rmSync(root, { recursive: true, force: true })))
+      )
+    }
+  )
 
   it.effect("pins an L1 turn into L2, deletes without losing anything, and expires by lifetime", () => {
     const { store, layer } = inMemory()
