@@ -279,12 +279,7 @@ describe("TurnEngine", () => {
         const model = "openai/gpt-4"
         yield* engine.turn({ sessionId: "s8", input: "hello", model }, answer("hi"), options)
         const before = yield* history.load("s8")
-        // 8,140 characters (no more than the window's tokens): an estimate of 2,714 tokens, under
-        // the trigger (80% of gpt-4's 8,192), so the required layers' compile is not made; the
-        // text takes more tokens than the window.
-        let text = ""
-        for (let i = 0; i < 7_400; i++)
-          text += String.fromCharCode(0x4e00 + ((i * 7919) % 20_000)) + (i % 10 === 9 ? " " : "")
+        const text = overGpt4Window()
         const said: Array<string> = []
         const error = yield* Effect.flip(
           engine.turn(
@@ -384,6 +379,28 @@ describe("the turn's number", () => {
   )
 })
 
+/** The engine's services over a file store on `root`. */
+const fileServicesOn = (root: string) =>
+  Layer.mergeAll(
+    Workspace.layerStore,
+    Summarizer.layerDeterministic,
+    ModelRegistry.layer(),
+    Tokenizer.layer(),
+    TurnEngine.seamsLive
+  ).pipe(Layer.provideMerge(HistoryStore.layerStore), Layer.provideMerge(Store.layer(root)))
+
+/**
+ * 8,140 characters of Chinese (no more than gpt-4's window in tokens): compaction's estimate says
+ * 2,714 tokens, under its trigger (80% of 8,192), so the required layers' compile is not made; the
+ * text takes more tokens than the window.
+ */
+const overGpt4Window = () => {
+  let text = ""
+  for (let i = 0; i < 7_400; i++)
+    text += String.fromCharCode(0x4e00 + ((i * 7919) % 20_000)) + (i % 10 === 9 ? " " : "")
+  return text
+}
+
 describe("TurnEngine on the file store", () => {
   const roots: Array<string> = []
   afterAll(() => {
@@ -394,14 +411,7 @@ describe("TurnEngine on the file store", () => {
     const root = mkdtempSync(join(tmpdir(), "ctxo-engine-sync-"))
     roots.push(root)
     writeFileSync(join(root, "system-prompt.md"), "You are a careful assistant.")
-    const fileServices = Layer.mergeAll(
-      Workspace.layerStore,
-      Summarizer.layerDeterministic,
-      ModelRegistry.layer(),
-      Tokenizer.layer(),
-      TurnEngine.seamsLive
-    ).pipe(Layer.provideMerge(HistoryStore.layerStore), Layer.provideMerge(Store.layer(root)))
-    const runtime = ManagedRuntime.make(fileServices)
+    const runtime = ManagedRuntime.make(fileServicesOn(root))
     try {
       await runtime.runPromise(
         Effect.flatMap(Store.Store, (store) => store.createSession({ id: "s", concept: "" }))
@@ -444,19 +454,9 @@ describe("TurnEngine on the file store", () => {
   it("takes an input its first compile refuses back out of the journal: another store on the root reads the history as it was", async () => {
     const root = mkdtempSync(join(tmpdir(), "ctxo-engine-undo-"))
     roots.push(root)
-    const servicesOn = () =>
-      Layer.mergeAll(
-        Workspace.layerStore,
-        Summarizer.layerDeterministic,
-        ModelRegistry.layer(),
-        Tokenizer.layer(),
-        TurnEngine.seamsLive
-      ).pipe(Layer.provideMerge(HistoryStore.layerStore), Layer.provideMerge(Store.layer(root)))
     const model = "openai/gpt-4"
-    let text = ""
-    for (let i = 0; i < 7_400; i++)
-      text += String.fromCharCode(0x4e00 + ((i * 7919) % 20_000)) + (i % 10 === 9 ? " " : "")
-    const first = ManagedRuntime.make(servicesOn())
+    const text = overGpt4Window()
+    const first = ManagedRuntime.make(fileServicesOn(root))
     const before = await first.runPromise(
       Effect.gen(function* () {
         yield* Effect.flatMap(Store.Store, (store) => store.createSession({ id: "u", concept: "" }))
@@ -473,7 +473,7 @@ describe("TurnEngine on the file store", () => {
     )
     await first.dispose()
     // Read afresh from the files (messages.json and its journal), by a store of its own.
-    const second = ManagedRuntime.make(servicesOn())
+    const second = ManagedRuntime.make(fileServicesOn(root))
     try {
       const [after, next] = await second.runPromise(
         Effect.gen(function* () {
