@@ -37,7 +37,7 @@ import type {
   CompactOptions,
   ShownHistory
 } from "@ctxo/history/Compaction"
-import { compact, shouldCompact } from "@ctxo/history/Compaction"
+import { compact, triggerFor } from "@ctxo/history/Compaction"
 import type { HistoryError, IdempotencyConflict } from "@ctxo/history/HistoryErrors"
 import { fromStoreError, HistoryStore } from "@ctxo/history/HistoryStore"
 import type { HistoryDocument, InputReference } from "@ctxo/history/Message"
@@ -680,12 +680,12 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             before.messages.length > 0 &&
             request.input.length <= model.contextWindow &&
             (request.references === undefined || request.references.length === 0) &&
-            !before.messages.some((m) => m.meta.pinned === true) &&
-            !shouldCompact({
+            !hasPinned(before) &&
+            // The compactor's own decision, on the same history and usage it is given below.
+            !triggerFor(before, {
               lastUsage: lastUsageOf(before),
               input: request.input,
               window,
-              messageCount: before.messages.filter((m) => m.meta.archivedBy === undefined).length,
               ...(options.compaction === undefined ? {} : { settings: options.compaction })
             }).trigger
           if (!probe.resumed) {
@@ -855,7 +855,6 @@ export const layer: Layer.Layer<TurnEngine, never, Needs> = Layer.effect(TurnEng
 /** The manifest of a session without context-config.json (the defaults). */
 const noManifest = parseManifest("{}")
 
-/** The part of a history every compile must show: its pinned turns (no summary, nothing else). */
 /** Tokens of a compiled request besides its history (summaries and turns). */
 const fixedTokensOf = (compiled: CompileResult, countHistory: (history: ShownHistory) => number): number => {
   const layers = compiled.composition.layers
@@ -874,10 +873,14 @@ const fixedTokensOf = (compiled: CompileResult, countHistory: (history: ShownHis
   )
 }
 
+/** Whether the history pins anything (most pin nothing). */
+const hasPinned = (doc: HistoryDocument) => doc.messages.some((m) => m.meta.pinned === true)
+
+/** The part of a history every compile must show: its pinned turns (no summary, nothing else). */
 const requiredHistoryOf = (doc: HistoryDocument): HistoryDocument => ({
   ...emptyHistory,
   // Most histories pin nothing: then no turn is grouped.
-  messages: doc.messages.some((m) => m.meta.pinned === true)
+  messages: hasPinned(doc)
     ? turnsOf(doc.messages)
         .filter((t) => t.finished && t.messages.some((m) => m.meta.pinned === true))
         .flatMap((t) => t.messages)

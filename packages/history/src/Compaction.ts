@@ -70,6 +70,25 @@ export const shouldCompact = (options: {
   }
 }
 
+/**
+ * The trigger for a history as it stands: `shouldCompact` over its messages compaction has not
+ * archived. The compactor decides with it, and a turn that needs to know beforehand whether
+ * compaction will run asks the same.
+ */
+export const triggerFor = (
+  doc: HistoryDocument,
+  options: {
+    readonly lastUsage: number
+    readonly input: string
+    readonly window: number
+    readonly settings?: Partial<CompactionSettings>
+  }
+): TriggerDecision =>
+  shouldCompact({
+    ...options,
+    messageCount: doc.messages.reduce((n, m) => (m.meta.archivedBy === undefined ? n + 1 : n), 0)
+  })
+
 /** Text of a message as a model would read it (for counting). */
 export const messageText = (message: Message): string =>
   message.parts
@@ -327,12 +346,10 @@ export const compact = (
       })
 
     const doc = yield* store.load(options.sessionId)
-    const visible = doc.messages.filter((m) => m.meta.archivedBy === undefined)
-    const decision = shouldCompact({
+    const decision = triggerFor(doc, {
       lastUsage: options.lastUsage,
       input: options.input,
       window: options.model.contextWindow,
-      messageCount: visible.length,
       settings
     })
     if (!decision.trigger) return { status: "not-needed", decision, stillOver: false, events } as const

@@ -64,6 +64,8 @@ export interface Service {
   ) => Holder<V>
   /** The session's history is this long as stored (its text's length). */
   readonly sized: (key: string, bytes: number) => void
+  /** The budget, in bytes. */
+  readonly maxBytes: number
   readonly stats: () => Stats
 }
 
@@ -184,6 +186,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
       entry.bytes = bytes
       evict()
     },
+    maxBytes,
     stats: () => {
       const byName: Record<string, number> = {}
       names.forEach((name, id) => {

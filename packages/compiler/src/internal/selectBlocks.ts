@@ -210,18 +210,10 @@ export const selectBlocks = (options: {
       { onLeft: () => 0, onRight: (a) => a.grants.recent_history ?? 0 }
     )
 
-  // Turns as units, each counted once per compile (whole, and reduced when asked); required as
-  // the plan shows them (the plan chooses which).
-  const wholeUnits = new Map<Turn, CompileUnit>()
+  // Turns as units: whole (the counting keeps a turn's unit from compile to compile), and reduced,
+  // made once per compile when asked; required as the plan shows them (the plan chooses which).
   const reducedUnits = new Map<Turn, CompileUnit>()
-  const wholeOf = (t: Turn) => {
-    let u = wholeUnits.get(t)
-    if (u === undefined) {
-      u = counting.turn(t, "recent_history", { required: true })
-      wholeUnits.set(t, u)
-    }
-    return u
-  }
+  const wholeOf = (t: Turn) => counting.turn(t, "recent_history", { required: true })
   /** A turn's smallest form: reduced, unless its placeholders take more than the results they replace. */
   const reducedOf = (t: Turn) => {
     let u = reducedUnits.get(t)
@@ -553,8 +545,7 @@ export const selectBlocks = (options: {
       : report.units.map((row) => {
           const unit = shownUnits.get(`${row.source}\u0000${row.id}`)
           if (unit === undefined || unit.kind !== "turn" || row.status !== "included") return row
-          const whole =
-            unit.source === "pinned_history" ? undefined : wholeUnits.get(originalOf(unit.turn, offered))
+          const whole = unit.source === "pinned_history" ? undefined : wholeOf(originalOf(unit.turn, offered))
           return {
             ...row,
             status: "cut" as const,
