@@ -7,7 +7,8 @@
  * Rows, JSON and streaming:
  * - direct: the request to the upstream itself (the baseline);
  * - floor, gateway proxy (no session): latency added over direct (p50, p99), the gateway's against
- *   the floor's, and requests per second with 8 and 64 in flight against direct;
+ *   the floor's, and requests per second with 8 and 64 in flight against direct and against the
+ *   floor's (the three in turn, round after round: the median of each round's ratio);
  * - gateway session (a warm session of 200 turns; input recorded, context compiled, answer
  *   recorded): latency added over direct, and over the same request (the session's compiled one,
  *   a few hundred messages) sent direct, as a client holding its own history would send it;
@@ -32,7 +33,9 @@ import { ensureBuilt } from "../build.mjs"
 
 const rounds = Number(process.env.CTXO_BENCH_ROUNDS ?? 5)
 const sequential = rounds * 40
-const concurrentTotal = rounds * 80
+/** Requests of one throughput run, and how many rounds of runs (direct, floor, gateway in turn). */
+const concurrentTotal = 400
+const throughputRounds = Math.max(3, rounds)
 const gatewayDir = fileURLToPath(new URL("..", import.meta.url))
 const repoRoot = fileURLToPath(new URL("../../..", import.meta.url))
 
@@ -178,7 +181,7 @@ const floor = await startScript("bench/floor.ts", { UPSTREAM_URL: upstream.url }
 const gateway = await startGateway(upstream.url)
 const v1 = `${gateway.base}/v1`
 console.log(
-  `gateway bench: ${sequential} sequential requests per case for latency, ${concurrentTotal} for each throughput; ${availableParallelism()} CPUs, Node ${process.version}`
+  `gateway bench: ${sequential} sequential requests per case for latency, ${concurrentTotal} for each throughput run, ${throughputRounds} rounds of them; ${availableParallelism()} CPUs, Node ${process.version}`
 )
 
 const createSession = async (base: string, id: string) => {
@@ -192,38 +195,47 @@ const createSession = async (base: string, id: string) => {
   if (r.statusCode >= 300) throw new Error(`creating session ${id}: ${r.statusCode}`)
 }
 
+/** The median of a list of numbers. */
+const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
 for (const stream of [false, true]) {
   const kind = stream ? "stream" : "json  "
   const direct = await latencies(sequential, () => call(upstream.url, stream), STEADY)
-  const directRps = [
-    await throughput(8, () => call(upstream.url, stream)),
-    await throughput(64, () => call(upstream.url, stream))
-  ]
   const added = (lat: ReadonlyArray<number>) => ({
     p50: quantile(lat, 0.5) - quantile(direct, 0.5),
     p99: quantile(lat, 0.99) - quantile(direct, 0.99)
   })
-  console.log(
-    `${kind} direct (upstream itself)        p50 ${ms(quantile(direct, 0.5))}, p99 ${ms(quantile(direct, 0.99))}; ${directRps[0]!.toFixed(0)} req/s with 8 in flight, ${directRps[1]!.toFixed(0)} with 64`
+  const floorLat = await latencies(sequential, () => call(floor.url, stream), STEADY)
+  const proxyLat = await latencies(sequential, () => call(v1, stream), STEADY)
+  // Throughput: the three servers in turn, round after round, so that each round's ratios compare
+  // runs a second apart (this machine's speed drifts by 2x over minutes); the median of the rounds.
+  const targets = [upstream.url, floor.url, v1] as const
+  const rates = new Map<string, Array<ReadonlyArray<number>>>(
+    targets.map((t) => [t, [] as Array<ReadonlyArray<number>>])
   )
-  let floorAdded = { p50: 0, p99: 0 }
-  for (const [name, base] of [
-    ["floor (bare Node proxy)", floor.url],
-    ["gateway proxy (no session)", v1]
-  ] as const) {
-    const lat = await latencies(sequential, () => call(base, stream), STEADY)
-    const rps = [
-      await throughput(8, () => call(base, stream)),
-      await throughput(64, () => call(base, stream))
-    ]
-    const a = added(lat)
-    if (base === floor.url) floorAdded = a
-    const vsFloor =
-      base === floor.url ? "" : ` (${(a.p50 / Math.max(floorAdded.p50, 0.001)).toFixed(1)}x the floor's)`
-    console.log(
-      `${kind} ${name.padEnd(32)} added p50 ${ms(a.p50)}${vsFloor}, p99 ${ms(a.p99)}; 8 in flight ${(rps[0]! / directRps[0]!).toFixed(2)}x direct, 64 in flight ${(rps[1]! / directRps[1]!).toFixed(2)}x direct`
-    )
-  }
+  for (let r = 0; r < throughputRounds; r++)
+    for (const target of targets)
+      rates
+        .get(target)!
+        .push([
+          await throughput(8, () => call(target, stream)),
+          await throughput(64, () => call(target, stream))
+        ])
+  /** The median over the rounds of `of`'s rate against `to`'s, with `inFlight` 8 (0) or 64 (1). */
+  const ratio = (of: string, to: string, i: 0 | 1) =>
+    median(rates.get(of)!.map((rps, r) => rps[i]! / rates.get(to)![r]![i]!))
+  const directRps = [0, 1].map((i) => median(rates.get(upstream.url)!.map((rps) => rps[i]!)))
+  console.log(
+    `${kind} direct (upstream itself)        p50 ${ms(quantile(direct, 0.5))}, p99 ${ms(quantile(direct, 0.99))}; ${directRps[0]!.toFixed(0)} req/s with 8 in flight, ${directRps[1]!.toFixed(0)} with 64 (median of ${throughputRounds} rounds)`
+  )
+  const floorAdded = added(floorLat)
+  console.log(
+    `${kind} ${"floor (bare Node proxy)".padEnd(32)} added p50 ${ms(floorAdded.p50)}, p99 ${ms(floorAdded.p99)}; 8 in flight ${ratio(floor.url, upstream.url, 0).toFixed(2)}x direct, 64 in flight ${ratio(floor.url, upstream.url, 1).toFixed(2)}x direct`
+  )
+  const proxyAdded = added(proxyLat)
+  console.log(
+    `${kind} ${"gateway proxy (no session)".padEnd(32)} added p50 ${ms(proxyAdded.p50)} (${(proxyAdded.p50 / Math.max(floorAdded.p50, 0.001)).toFixed(1)}x the floor's), p99 ${ms(proxyAdded.p99)}; 8 in flight ${ratio(v1, upstream.url, 0).toFixed(2)}x direct (${ratio(v1, floor.url, 0).toFixed(2)}x the floor's), 64 in flight ${ratio(v1, upstream.url, 1).toFixed(2)}x direct (${ratio(v1, floor.url, 1).toFixed(2)}x the floor's)`
+  )
   // A warm session of 200 turns; each measured request is one more turn.
   const session = `bench-${stream ? "stream" : "json"}`
   await createSession(gateway.base, session)
@@ -313,7 +325,6 @@ for (const stream of [false, true]) {
     gatewayTimes.push({ ready: g.ready, firstCompile: g.firstCompile })
     await stop(g.child)
   }
-  const median = (xs: Array<number>) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
   console.log(
     `cold start: gateway ready ${ms(median(gatewayTimes.map((t) => t.ready)))}, first compile answered ${ms(median(gatewayTimes.map((t) => t.firstCompile)))} (median of ${runs})`
   )
