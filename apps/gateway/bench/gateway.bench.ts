@@ -301,6 +301,7 @@ for (const stream of [false, true]) {
     return {
       total: gauge("nodejs_heap_size_total_bytes"),
       used: gauge("nodejs_heap_size_used_bytes"),
+      old: `old space ${gauge('nodejs_heap_space_size_total_bytes\\{space="old"\\}').toFixed(0)} MB (${gauge('nodejs_heap_space_size_used_bytes\\{space="old"\\}').toFixed(0)} in use)`,
       cache: `session cache ${gauge("ctxo_session_cache_bytes").toFixed(1)} of ${gauge("ctxo_session_cache_max_bytes").toFixed(0)} MB, ${value("ctxo_session_cache_sessions")} sessions, ${value("ctxo_session_cache_evictions_total")} evicted`
     }
   }
@@ -311,7 +312,7 @@ for (const stream of [false, true]) {
   const last = rssOf(fresh.child.pid!)
   const lastHeap = await heapOf()
   console.log(
-    `memory: RSS ${first.toFixed(0)} MB after ${total / 10} requests, ${last.toFixed(0)} MB after ${total} (${((last / first - 1) * 100).toFixed(1)}%); JS heap ${firstHeap.total.toFixed(0)} MB (${firstHeap.used.toFixed(0)} in use) then ${lastHeap.total.toFixed(0)} MB (${lastHeap.used.toFixed(0)} in use); ${firstHeap.cache}, then ${lastHeap.cache}; ${total} mixed requests over ${sessions} sessions, half in sessions${smoke ? "; smoke run: a fifth of 10,000 over 1,000" : ""}`
+    `memory: RSS ${first.toFixed(0)} MB after ${total / 10} requests, ${last.toFixed(0)} MB after ${total} (${((last / first - 1) * 100).toFixed(1)}%); JS heap ${firstHeap.total.toFixed(0)} MB (${firstHeap.used.toFixed(0)} in use; ${firstHeap.old}) then ${lastHeap.total.toFixed(0)} MB (${lastHeap.used.toFixed(0)} in use; ${lastHeap.old}); ${firstHeap.cache}, then ${lastHeap.cache}; ${total} mixed requests over ${sessions} sessions, half in sessions${smoke ? "; smoke run: a fifth of 10,000 over 1,000" : ""}`
   )
   await stop(fresh.child)
 }

@@ -18,6 +18,8 @@
  * stream) by the model client (`instrumentServices` wraps it) and logged once, when the response
  * is sent or, for a stream, when the stream ended.
  */
+
+import { getHeapSpaceStatistics } from "node:v8"
 import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
 import { compactionsTotal, refusalsTotal } from "@ctxo/agent/TurnEngine"
 import { Api } from "@ctxo/api/Api"
@@ -420,12 +422,27 @@ export const renderPrometheus = (
 
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
+/** A V8 heap space as Prometheus' Node.js clients label it (`old_space` is "old"). */
+const spaceLabel = (name: string) => name.replace(/_space$/, "")
+
 /**
  * The process's memory now, under the names Prometheus' Node.js clients use: resident set, the
- * JavaScript heap (its size and what is in use) and memory outside it (buffers, WASM).
+ * JavaScript heap (its size and what is in use), memory outside it (buffers, WASM), and the heap by
+ * space (V8's young and old generations, code, large objects): a heap whose old space keeps its
+ * size while its use stays level is V8's free room inside pages, not data kept.
  */
-export const processMemory = (usage: NodeJS.MemoryUsage = process.memoryUsage()): string =>
-  [
+export const processMemory = (
+  usage: NodeJS.MemoryUsage = process.memoryUsage(),
+  spaces: ReadonlyArray<{
+    readonly space_name: string
+    readonly space_size: number
+    readonly space_used_size: number
+    readonly space_available_size: number
+  }> = getHeapSpaceStatistics()
+): string => {
+  const bySpace = (of: (s: (typeof spaces)[number]) => number) =>
+    spaces.map((s) => [[["space", spaceLabel(s.space_name)]], of(s)] as const)
+  return [
     family("process_resident_memory_bytes", "Resident memory size in bytes.", "gauge", usage.rss),
     family(
       "nodejs_heap_size_total_bytes",
@@ -439,8 +456,27 @@ export const processMemory = (usage: NodeJS.MemoryUsage = process.memoryUsage())
       "gauge",
       usage.heapUsed
     ),
-    family("nodejs_external_memory_bytes", "Node.js external memory size in bytes.", "gauge", usage.external)
+    family("nodejs_external_memory_bytes", "Node.js external memory size in bytes.", "gauge", usage.external),
+    family(
+      "nodejs_heap_space_size_total_bytes",
+      "Process heap space size total from Node.js in bytes.",
+      "gauge",
+      bySpace((s) => s.space_size)
+    ),
+    family(
+      "nodejs_heap_space_size_used_bytes",
+      "Process heap space size used from Node.js in bytes.",
+      "gauge",
+      bySpace((s) => s.space_used_size)
+    ),
+    family(
+      "nodejs_heap_space_size_available_bytes",
+      "Process heap space size available from Node.js in bytes.",
+      "gauge",
+      bySpace((s) => s.space_available_size)
+    )
   ].join("")
+}
 
 /** One family outside the registry in the text format: a value, or values by labels. */
 const family = (

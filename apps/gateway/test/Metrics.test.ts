@@ -163,6 +163,17 @@ describe("GET /metrics", () => {
     expect(samples.get("nodejs_heap_size_used_bytes")).toBeLessThanOrEqual(
       samples.get("nodejs_heap_size_total_bytes")!
     )
+    // The heap by space: the old generation's size against what is in use in it (V8's free room
+    // inside its pages), as Prometheus' Node.js clients label the spaces.
+    for (const name of [
+      "nodejs_heap_space_size_total_bytes",
+      "nodejs_heap_space_size_used_bytes",
+      "nodejs_heap_space_size_available_bytes"
+    ])
+      expect([name, types.get(name)]).toEqual([name, "gauge"])
+    const oldUsed = samples.get('nodejs_heap_space_size_used_bytes{space="old"}')
+    expect(oldUsed).toBeGreaterThan(0)
+    expect(oldUsed).toBeLessThanOrEqual(samples.get('nodejs_heap_space_size_total_bytes{space="old"}')!)
     // What is kept of the sessions between requests, against its budget (16 MiB by default).
     expect(types.get("ctxo_session_cache_bytes")).toBe("gauge")
     expect(types.get("ctxo_session_cache_evictions_total")).toBe("counter")
