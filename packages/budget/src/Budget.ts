@@ -104,19 +104,18 @@ export const fitBudget = <U extends Unit>(
   const { grants, available } = allocation.right
   const off = new Set(allocation.right.off)
   const order: Array<U> = concat(options.sources.map((s) => s.units))
-  const position = new Map(order.map((u, i) => [u, i]))
   const fitted = options.sources.map((s) => ({
     source: s,
     ...fitUnits({ units: s.units, budget: grants[s.id]!, ...(s.contiguous ? { contiguous: true } : {}) })
   }))
-  const inOrder = (list: Iterable<U>) => [...list].sort((a, b) => position.get(a)! - position.get(b)!)
   // A unit without its own priority has its source's. A contiguous source (history) offers only its
   // next unit back to the refill, so no gap opens.
   const sourcePriority = new Map(
     options.sources.map((s) => [s.id, s.priority ?? DEFAULT_PRIORITIES[s.id] ?? 0])
   )
   const repaired = repair({
-    included: inOrder(concat(fitted.map((f) => f.included))),
+    // In the request's order already: each source keeps its units' order, sources in theirs.
+    included: concat(fitted.map((f) => f.included)),
     // A source switched off (share 0) is never refilled into the slack.
     candidates: concat(
       fitted.map((f) => (off.has(f.source.id) ? [] : f.source.contiguous ? f.dropped.slice(0, 1) : f.dropped))
@@ -140,8 +139,10 @@ export const fitBudget = <U extends Unit>(
   })
   // A unit restored into the slack left by others may take a source past its grant: the ledger
   // shows that as surplus received, so `used <= grant` holds for every source.
+  const usedBySource = new Map<string, number>()
+  for (const u of repaired.included) usedBySource.set(u.source, (usedBySource.get(u.source) ?? 0) + u.tokens)
   const sources = allocation.right.ledger.map((ledger) => {
-    const used = repaired.included.filter((u) => u.source === ledger.id).reduce((sum, u) => sum + u.tokens, 0)
+    const used = usedBySource.get(ledger.id) ?? 0
     const extra = Math.max(0, used - ledger.grant)
     return { ...ledger, used, grant: ledger.grant + extra, surplusReceived: ledger.surplusReceived + extra }
   })
@@ -169,5 +170,12 @@ export const fitBudget = <U extends Unit>(
       })
     )
   }
-  return Either.right({ included: inOrder(repaired.included), report })
+  // A unit restored into the slack comes after the others in the repair's list: back in place.
+  const restored = repaired.repairs.some((r) => r.action === "restored")
+  let inRequestOrder = repaired.included
+  if (restored) {
+    const position = new Map(order.map((u, i) => [u, i]))
+    inRequestOrder = [...repaired.included].sort((a, b) => position.get(a)! - position.get(b)!)
+  }
+  return Either.right({ included: inRequestOrder, report })
 }

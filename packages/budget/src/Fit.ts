@@ -140,12 +140,22 @@ export const repair = <U extends Unit>(options: {
   readonly maxRefills?: number
 }): RepairResult<U> => {
   const priority = options.priorityOf ?? ((unit: U) => unit.priority ?? 0)
-  const order = new Map<U, number>([...options.included, ...(options.candidates ?? [])].map((u, i) => [u, i]))
-  const sorted = (list: Iterable<U>) => [...list].sort((a, b) => order.get(a)! - order.get(b)!)
+  const candidates = options.candidates ?? []
+  // Positions, made when first asked: a request that fits as it is, with nothing to refill (most
+  // compiles of a session), is counted once and needs none.
+  let positions: Map<U, number> | undefined
+  const order = () => (positions ??= new Map([...options.included, ...candidates].map((u, i) => [u, i])))
+  const sorted = (list: Iterable<U>) => {
+    const at = order()
+    return [...list].sort((a, b) => at.get(a)! - at.get(b)!)
+  }
   const included = new Set(options.included)
+  /** Whether `included` still iterates in order: a drop keeps the order of the rest, a refill does not. */
+  let inOrder = true
+  const current = () => (inOrder ? [...included] : sorted(included))
   const repairs: Array<RepairResult<U>["repairs"][number]> = []
   const droppedHere: Array<U> = []
-  let total = options.countTotal(sorted(included))
+  let total = options.countTotal([...included])
 
   while (total > options.limit) {
     let victim: U | undefined
@@ -156,21 +166,23 @@ export const repair = <U extends Unit>(options: {
     if (victim === undefined) break
     included.delete(victim)
     droppedHere.push(victim)
-    const after = options.countTotal(sorted(included))
+    const after = options.countTotal(current())
     repairs.push({ action: "dropped", unit: victim.id, totalBefore: total, totalAfter: after })
     total = after
   }
   const fits = total <= options.limit
 
-  if (fits) {
-    const refill = [...droppedHere, ...(options.candidates ?? [])]
+  if (fits && (droppedHere.length > 0 || candidates.length > 0)) {
+    const at = order()
+    const refill = [...droppedHere, ...candidates]
       .filter((u, i, all) => all.indexOf(u) === i)
-      .sort((a, b) => priority(b) - priority(a) || order.get(a)! - order.get(b)!)
+      .sort((a, b) => priority(b) - priority(a) || at.get(a)! - at.get(b)!)
     let attempts = options.maxRefills ?? 16
     for (const unit of refill) {
       if (unit.tokens > options.limit - total) continue
       if (attempts-- <= 0) break
       included.add(unit)
+      inOrder = false
       const after = options.countTotal(sorted(included))
       if (after <= options.limit) {
         repairs.push({ action: "restored", unit: unit.id, totalBefore: total, totalAfter: after })
@@ -180,8 +192,9 @@ export const repair = <U extends Unit>(options: {
       }
     }
   }
-  const final = sorted(included)
-  const dropped = sorted([...droppedHere, ...(options.candidates ?? [])].filter((u) => !included.has(u)))
+  const final = current()
+  const left = [...droppedHere, ...candidates].filter((u) => !included.has(u))
+  const dropped = left.length === 0 ? left : sorted(left)
   return { included: final, dropped: [...new Set(dropped)], total, fits, repairs }
 }
 
