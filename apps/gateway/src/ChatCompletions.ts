@@ -48,7 +48,6 @@ import {
   Option,
   Runtime,
   Schema,
-  Stream,
   type Tracer
 } from "effect"
 import {
@@ -404,9 +403,7 @@ export const make = Effect.gen(function* () {
     const frames = frameQueue()
     const out: StreamOut = { headers: () => ({}) }
     let streaming = false
-    const program = sessionTurn(body, sessionId, request.headers, out, (frame) =>
-      Effect.sync(() => frames.offer(frame))
-    ).pipe(
+    const program = sessionTurn(body, sessionId, request.headers, out, frames.offer).pipe(
       Effect.locally(CurrentTenant, request.tenant),
       Effect.locally(Metrics.CurrentRequest, stats),
       Effect.annotateLogs({ requestId: stats.requestId, tenant: request.tenant }),
@@ -458,7 +455,7 @@ export const make = Effect.gen(function* () {
     sessionId: string,
     requestHeaders: CompletionRequest["headers"],
     out: StreamOut,
-    offer: (frame: string) => Effect.Effect<void>
+    offerNow: (frame: string) => void
   ): Effect.Effect<Answer | undefined, DomainError, Services> =>
     Effect.gen(function* () {
       const store = yield* Store
@@ -529,7 +526,7 @@ export const make = Effect.gen(function* () {
         const headers = { ...noted, ...compiledHeaders(compiled) }
         if (body.stream !== true) return json(yield* modelClient.passthrough(forward), headers)
         out.headers = () => headers
-        yield* Stream.runForEach(modelClient.passthroughStream(forward), (chunk) => offer(passedOn(chunk)))
+        yield* modelClient.passthroughEach(forward, (chunk) => offerNow(passedOn(chunk)))
         return undefined
       }
 
@@ -597,16 +594,12 @@ export const make = Effect.gen(function* () {
           Effect.gen(function* () {
             step = { turn: context.turn, compiled }
             const acc = chunkAccumulator()
-            yield* Stream.runForEach(
-              modelClient.passthroughStream({
-                ...forwardOf(compiled),
-                stream_options: { include_usage: true }
-              }),
-              (chunk) =>
-                Effect.zipRight(
-                  Effect.sync(() => acc.add(chunk as Chunk)),
-                  offer(passedOn(chunk))
-                )
+            yield* modelClient.passthroughEach(
+              { ...forwardOf(compiled), stream_options: { include_usage: true } },
+              (chunk) => {
+                acc.add(chunk as Chunk)
+                offerNow(passedOn(chunk))
+              }
             )
             const { text, toolCalls, usage } = acc.result()
             return { text, toolCalls, ...(usage === undefined ? {} : { usage }) }
@@ -614,13 +607,13 @@ export const make = Effect.gen(function* () {
       })
       if (outcome._tag === "Answered" && outcome.replayed) {
         replayedTurn = outcome.turn
-        yield* offer(
+        offerNow(
           sse({
             ...replayedChunk(body.model),
             choices: [{ index: 0, delta: { role: "assistant", content: outcome.text }, finish_reason: null }]
           })
         )
-        yield* offer(
+        offerNow(
           sse({ ...replayedChunk(body.model), choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })
         )
       }

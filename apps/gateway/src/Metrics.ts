@@ -210,6 +210,15 @@ export const instrumentClient = (client: ModelClientService): ModelClientService
       ),
       Effect.tapError(upstreamFailed)
     ),
+  passthroughEach: (body, each) =>
+    Effect.flatMap(FiberRef.get(CurrentRequest), (stats) => {
+      const model = modelOf(body)
+      if (stats !== undefined) stats.model ??= model
+      return client.passthroughEach(body, (chunk) => {
+        usageSeen(stats, model, chunk)
+        each(chunk)
+      })
+    }).pipe(Effect.tapError(upstreamFailed)),
   passthroughStream: (body) =>
     Stream.unwrap(
       Effect.as(

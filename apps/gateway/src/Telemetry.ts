@@ -93,6 +93,23 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
         attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream }
       })
     ),
+  passthroughEach: (body, each) =>
+    Effect.flatMap(tracing, (on) => {
+      if (!on) return client.passthroughEach(body, each)
+      let usage: ReturnType<typeof usageOf>
+      return client
+        .passthroughEach(body, (chunk) => {
+          usage = usageOf(chunk) ?? usage
+          each(chunk)
+        })
+        .pipe(
+          Effect.tap(() => (usage === undefined ? Effect.void : annotateSpan(usage))),
+          withSpan("ModelClient.passthroughStream", {
+            kind: "client",
+            attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream }
+          })
+        )
+    }),
   passthroughStream: (body) =>
     whenTracing(client.passthroughStream(body), (stream) =>
       stream.pipe(

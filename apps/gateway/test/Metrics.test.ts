@@ -260,6 +260,36 @@ describe("GET /metrics", () => {
     expect(headersAfter).toBeLessThan(Number(streamed.durationMs))
   })
 
+  it("counts a streamed session turn's tokens and its upstream's refusal, as a JSON one's", async () => {
+    const created = await post("/api/sessions", { id: "metrics-stream", concept: "metrics" })
+    expect(created.status).toBe(201)
+    const turn = (content: string) =>
+      post(
+        "/v1/chat/completions",
+        { model: "gpt-4o", stream: true, messages: [{ role: "user", content }] },
+        { "x-ctxo-session": "metrics-stream" }
+      )
+    const before = parse((await scrape()).text).samples
+    const streamed = await turn("What is a token budget?")
+    expect(streamed.status).toBe(200)
+    expect(await streamed.text()).toContain("data: [DONE]")
+    const line = logOf(gw.lines, streamed)
+    expect(line).toMatchObject({ session: "metrics-stream", stream: true, model: "gpt-4o" })
+    expect(line.tokensIn).toBeGreaterThan(0)
+    expect(line.tokensOut).toBeGreaterThan(0)
+    gw.upstream.script({ type: "error", status: 429, retryAfter: "1" })
+    const limited = await turn("Again?")
+    expect(limited.status).toBe(429)
+    await limited.text()
+    expect(logOf(gw.lines, limited)).toMatchObject({ upstreamStatus: "429" })
+    const after = parse((await scrape()).text).samples
+    const moved = (name: string, ...labels: ReadonlyArray<string>) =>
+      sum(after, name, ...labels) - sum(before, name, ...labels)
+    expect(moved("ctxo_tokens_total", 'model="gpt-4o"', 'direction="in"')).toBe(line.tokensIn)
+    expect(moved("ctxo_tokens_total", 'model="gpt-4o"', 'direction="out"')).toBe(line.tokensOut)
+    expect(moved("ctxo_upstream_errors_total", 'status="429"')).toBe(1)
+  })
+
   it("needs the admin key when API keys are configured", async () => {
     const keyed = await start({
       apiKeys: [{ key: "tenant-key-0123456789", tenant: "acme" }],

@@ -169,6 +169,7 @@ describe("traces", () => {
         })
       await post("lane-proxy", {}, true)
       await post("lane-session", { "x-ctxo-session": "notebook-physics" }, false)
+      await post("lane-session-stream", { "x-ctxo-session": "notebook-physics" }, true)
       await new Promise((r) => setTimeout(r, 200))
       const spans = exporter.getFinishedSpans()
       const requestOf = (id: string) => {
@@ -194,6 +195,16 @@ describe("traces", () => {
       )
       expect(turn?.parentSpanContext?.spanId).toBe(request.spanContext().spanId)
       expect(turn?.spanContext().traceId).toBe(request.spanContext().traceId)
+      // A streamed turn's upstream call is a span in its request's trace, with the tokens reported.
+      const streamed = requestOf("lane-session-stream")
+      const upstream = spans.filter(
+        (s) =>
+          s.name === "ModelClient.passthroughStream" &&
+          s.spanContext().traceId === streamed.spanContext().traceId
+      )
+      expect(upstream).toHaveLength(1)
+      expect(upstream[0]!.attributes).toMatchObject({ "ctxo.model": "gpt-4o" })
+      expect(upstream[0]!.attributes["ctxo.tokens.out"]).toBeGreaterThan(0)
     } finally {
       await gw.close()
     }

@@ -141,6 +141,15 @@ export interface Service {
   readonly passthrough: (body: RawBody) => Effect.Effect<unknown, UpstreamError>
   readonly passthroughStream: (body: RawBody) => Stream.Stream<Record<string, unknown>, UpstreamError>
   /**
+   * The same streamed call with each chunk handed to `each` as it comes, in order, and no stream's
+   * machinery per chunk (a session's streamed turn: the stream's operators took about a millisecond
+   * of each turn). It fails as `passthroughStream` does; a failure or an interruption ends the call.
+   */
+  readonly passthroughEach: (
+    body: RawBody,
+    each: (chunk: Record<string, unknown>) => void
+  ) => Effect.Effect<void, UpstreamError>
+  /**
    * The same passthrough calls without Effect, for a path that runs no Effect per request (the
    * gateway's proxy mode): they fail with an `UpstreamError`; `stop` and `close` abort the call.
    */
@@ -708,9 +717,25 @@ export const make = (
       )
     )
 
+  /** The streamed completion, each chunk to `each`; ending (or failing, or interrupted) closes it. */
+  const eachOf = (
+    body: RawBody,
+    each: (chunk: Record<string, unknown>) => void
+  ): Effect.Effect<void, UpstreamError> =>
+    Effect.suspend(() => {
+      const reader = streamOf(body)
+      const rest: Effect.Effect<void, UpstreamError> = Effect.flatMap(awaited(reader.next), (chunks) => {
+        if (chunks === undefined) return Effect.void
+        for (const chunk of chunks) each(chunk)
+        return rest
+      })
+      return Effect.ensuring(rest, Effect.sync(reader.close))
+    })
+
   return {
     upstream,
     direct: { passthrough: completionOf, stream: streamOf },
+    passthroughEach: eachOf,
     passthrough: (body) =>
       Effect.suspend(() => {
         const call = completionOf(body)
@@ -833,6 +858,10 @@ export const routed = (
     passthroughStream: (body) => {
       const { target, model } = pick(body.model)
       return target.service.passthroughStream({ ...body, model })
+    },
+    passthroughEach: (body, each) => {
+      const { target, model } = pick(body.model)
+      return target.service.passthroughEach({ ...body, model }, each)
     },
     direct: {
       passthrough: (body) => {

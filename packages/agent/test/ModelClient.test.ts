@@ -34,7 +34,8 @@ const body = { model: "gpt-4o", messages: [{ role: "user" as const, content: "hi
 const paths = {
   complete: (c: ModelClient.Service) => Stream.runDrain(c.complete(body)),
   passthrough: (c: ModelClient.Service) => c.passthrough(body),
-  passthroughStream: (c: ModelClient.Service) => Stream.runDrain(c.passthroughStream(body))
+  passthroughStream: (c: ModelClient.Service) => Stream.runDrain(c.passthroughStream(body)),
+  passthroughEach: (c: ModelClient.Service) => c.passthroughEach(body, () => {})
 }
 
 const cases: ReadonlyArray<{
@@ -101,7 +102,8 @@ describe("ModelClient against a faulty upstream", () => {
       fake.script(
         { type: "text", text: "One." },
         { type: "text", text: "Two." },
-        { type: "text", text: "Three." }
+        { type: "text", text: "Three." },
+        { type: "text", text: "Four, and a longer answer than a chunk holds." }
       )
       const events = yield* withClient((c) => Stream.runCollect(c.complete(body)))
       assert.deepInclude(Chunk.toReadonlyArray(events).at(-1), { _tag: "Done", text: "One.", toolCalls: [] })
@@ -114,6 +116,15 @@ describe("ModelClient against a faulty upstream", () => {
         .map((chunk) => (chunk as ModelClient.Chunk).choices?.[0]?.delta?.content ?? "")
         .join("")
       assert.strictEqual(text, "Three.")
+      // The same streamed call, each chunk handed on as it comes, as the upstream sent it.
+      const handed: Array<Record<string, unknown>> = []
+      yield* withClient((c) => c.passthroughEach(body, (chunk) => void handed.push(chunk)))
+      assert.isAbove(handed.length, 2)
+      assert.strictEqual(
+        handed.map((chunk) => (chunk as ModelClient.Chunk).choices?.[0]?.delta?.content ?? "").join(""),
+        "Four, and a longer answer than a chunk holds."
+      )
+      for (const chunk of handed) assert.deepStrictEqual(JSON.parse(ModelClient.sentTextOf(chunk)!), chunk)
     }).pipe(withFake)
   )
 })
