@@ -218,23 +218,7 @@ export const instrumentClient = (client: ModelClientService): ModelClientService
         usageSeen(stats, model, chunk)
         each(chunk)
       })
-    }).pipe(Effect.tapError(upstreamFailed)),
-  passthroughStream: (body) =>
-    Stream.unwrap(
-      Effect.as(
-        withStats((s) => {
-          s.model ??= modelOf(body)
-        }),
-        client.passthroughStream(body).pipe(
-          Stream.tap((chunk) =>
-            Effect.flatMap(FiberRef.get(CurrentRequest), (stats) =>
-              Effect.sync(() => usageSeen(stats, modelOf(body), chunk))
-            )
-          ),
-          Stream.tapError(upstreamFailed)
-        )
-      )
-    )
+    }).pipe(Effect.tapError(upstreamFailed))
 })
 
 /** A layer's output with its model client (if it has one) measured. */

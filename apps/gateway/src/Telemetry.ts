@@ -109,21 +109,7 @@ export const traceClient = (client: ModelClientService): ModelClientService => (
             attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream }
           })
         )
-    }),
-  passthroughStream: (body) =>
-    whenTracing(client.passthroughStream(body), (stream) =>
-      stream.pipe(
-        Stream.tap((chunk) => {
-          const usage = usageOf(chunk)
-          return usage === undefined ? Effect.void : annotateSpan(usage)
-        }),
-        Stream.withSpan("ModelClient.passthroughStream", {
-          kind: "client",
-          attributes: { "ctxo.model": String(body.model ?? ""), "ctxo.upstream": client.upstream },
-          captureStackTrace: false
-        })
-      )
-    )
+    })
 })
 
 /** A layer's output with its model client (if it has one) traced. */

@@ -137,13 +137,12 @@ export interface Service {
   /** Where requests go (for /readyz and logs). */
   readonly upstream: string
   readonly complete: (request: CompletionRequest) => Stream.Stream<CompletionEvent, UpstreamError>
-  /** The client's request body as is: the completion (JSON), or its chunks when streaming. */
+  /** The client's request body as is: the completion (JSON). */
   readonly passthrough: (body: RawBody) => Effect.Effect<unknown, UpstreamError>
-  readonly passthroughStream: (body: RawBody) => Stream.Stream<Record<string, unknown>, UpstreamError>
   /**
-   * The same streamed call with each chunk handed to `each` as it comes, in order, and no stream's
-   * machinery per chunk (a session's streamed turn: the stream's operators took about a millisecond
-   * of each turn). It fails as `passthroughStream` does; a failure or an interruption ends the call.
+   * The client's request body as is, streamed: each chunk handed to `each` as it comes, in order,
+   * with no stream's machinery per chunk (an Effect stream of the chunks took about a millisecond
+   * of a session's streamed turn). A failure or an interruption ends the call.
    */
   readonly passthroughEach: (
     body: RawBody,
@@ -700,7 +699,7 @@ export const make = (
     return { next, close: call.close }
   }
 
-  /** The streamed completion as an Effect stream: closing it (or a failure) aborts the request. */
+  /** The streamed completion as an Effect stream (`complete`'s): closing it (or a failure) aborts the request. */
   const chunksOf = (body: RawBody): Stream.Stream<Chunk & Record<string, unknown>, UpstreamError> =>
     Stream.unwrapScoped(
       Effect.map(
@@ -744,7 +743,6 @@ export const make = (
           () => Effect.sync(call.stop)
         )
       }),
-    passthroughStream: chunksOf,
     complete: (request) =>
       Stream.unwrap(
         Effect.sync(() => {
@@ -854,10 +852,6 @@ export const routed = (
     passthrough: (body) => {
       const { target, model } = pick(body.model)
       return target.service.passthrough({ ...body, model })
-    },
-    passthroughStream: (body) => {
-      const { target, model } = pick(body.model)
-      return target.service.passthroughStream({ ...body, model })
     },
     passthroughEach: (body, each) => {
       const { target, model } = pick(body.model)

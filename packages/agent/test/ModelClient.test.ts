@@ -34,8 +34,15 @@ const body = { model: "gpt-4o", messages: [{ role: "user" as const, content: "hi
 const paths = {
   complete: (c: ModelClient.Service) => Stream.runDrain(c.complete(body)),
   passthrough: (c: ModelClient.Service) => c.passthrough(body),
-  passthroughStream: (c: ModelClient.Service) => Stream.runDrain(c.passthroughStream(body)),
   passthroughEach: (c: ModelClient.Service) => c.passthroughEach(body, () => {})
+}
+/** The chunks of a streamed passthrough call, as they were handed on. */
+const chunksOf = (c: ModelClient.Service) => {
+  const handed: Array<Record<string, unknown>> = []
+  return Effect.as(
+    c.passthroughEach(body, (chunk) => void handed.push(chunk)),
+    handed
+  )
 }
 
 const cases: ReadonlyArray<{
@@ -111,14 +118,13 @@ describe("ModelClient against a faulty upstream", () => {
         choices: Array<{ message: { content: string } }>
       }
       assert.strictEqual(answer.choices[0]?.message.content, "Two.")
-      const chunks = yield* withClient((c) => Stream.runCollect(c.passthroughStream(body)))
-      const text = Chunk.toReadonlyArray(chunks)
+      const chunks = yield* withClient(chunksOf)
+      const text = chunks
         .map((chunk) => (chunk as ModelClient.Chunk).choices?.[0]?.delta?.content ?? "")
         .join("")
       assert.strictEqual(text, "Three.")
-      // The same streamed call, each chunk handed on as it comes, as the upstream sent it.
-      const handed: Array<Record<string, unknown>> = []
-      yield* withClient((c) => c.passthroughEach(body, (chunk) => void handed.push(chunk)))
+      // Each chunk handed on as it comes, as the upstream sent it.
+      const handed = yield* withClient(chunksOf)
       assert.isAbove(handed.length, 2)
       assert.strictEqual(
         handed.map((chunk) => (chunk as ModelClient.Chunk).choices?.[0]?.delta?.content ?? "").join(""),
@@ -181,11 +187,7 @@ describe("ModelClient reads Server-Sent Events as the upstream wrote them", () =
             `data: ${chunk(".", "stop")}`
           ]
         })
-        const chunks = yield* Effect.provide(
-          Effect.flatMap(ModelClient.ModelClient, (c) => Stream.runCollect(c.passthroughStream(body))),
-          clientOf(url)
-        )
-        const all = Chunk.toReadonlyArray(chunks)
+        const all = yield* Effect.provide(Effect.flatMap(ModelClient.ModelClient, chunksOf), clientOf(url))
         assert.strictEqual(
           all.map((c) => (c as ModelClient.Chunk).choices?.[0]?.delta?.content ?? "").join(""),
           "One Two."
@@ -205,7 +207,7 @@ describe("ModelClient reads Server-Sent Events as the upstream wrote them", () =
           parts: [`data: ${chunk("Half")}\n\n`, `data: {"error":"overloaded"}\n\n`]
         })
         const error = yield* Effect.provide(
-          Effect.flatMap(ModelClient.ModelClient, (c) => Stream.runDrain(c.passthroughStream(body))),
+          Effect.flatMap(ModelClient.ModelClient, paths.passthroughEach),
           clientOf(url)
         ).pipe(Effect.flip)
         assert.deepStrictEqual(
