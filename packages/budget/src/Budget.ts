@@ -122,7 +122,8 @@ export const fitBudget = <U extends Unit>(
     ),
     limit: available,
     countTotal: options.countTotal,
-    priorityOf: (u) => u.priority ?? sourcePriority.get(u.source) ?? 0
+    priorityOf: (u) => u.priority ?? sourcePriority.get(u.source) ?? 0,
+    order
   })
 
   const included = new Set(repaired.included)
@@ -170,12 +171,5 @@ export const fitBudget = <U extends Unit>(
       })
     )
   }
-  // A unit restored into the slack comes after the others in the repair's list: back in place.
-  const restored = repaired.repairs.some((r) => r.action === "restored")
-  let inRequestOrder = repaired.included
-  if (restored) {
-    const position = new Map(order.map((u, i) => [u, i]))
-    inRequestOrder = [...repaired.included].sort((a, b) => position.get(a)! - position.get(b)!)
-  }
-  return Either.right({ included: inRequestOrder, report })
+  return Either.right({ included: repaired.included, report })
 }

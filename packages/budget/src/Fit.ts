@@ -138,13 +138,19 @@ export const repair = <U extends Unit>(options: {
   readonly priorityOf?: (unit: U) => number
   /** At most this many refill attempts, each a whole count (default 16). */
   readonly maxRefills?: number
+  /**
+   * The request's units in its order, when it is not the included ones then the candidates (a
+   * refilled unit goes back to its place): the order `countTotal` is given and the result keeps.
+   */
+  readonly order?: ReadonlyArray<U>
 }): RepairResult<U> => {
   const priority = options.priorityOf ?? ((unit: U) => unit.priority ?? 0)
   const candidates = options.candidates ?? []
   // Positions, made when first asked: a request that fits as it is, with nothing to refill (most
   // compiles of a session), is counted once and needs none.
   let positions: Map<U, number> | undefined
-  const order = () => (positions ??= new Map([...options.included, ...candidates].map((u, i) => [u, i])))
+  const order = () =>
+    (positions ??= new Map((options.order ?? [...options.included, ...candidates]).map((u, i) => [u, i])))
   const sorted = (list: Iterable<U>) => {
     const at = order()
     return [...list].sort((a, b) => at.get(a)! - at.get(b)!)

@@ -99,6 +99,28 @@ describe("repair", () => {
     ])
   })
 
+  it("counts and keeps a refilled unit in its place in the request, given the request's order", () => {
+    const first = unit("first", 10, { priority: 1 })
+    const middle = unit("middle", 1, { priority: 0 })
+    const last = unit("last", 10, { priority: 1 })
+    const counted: Array<ReadonlyArray<string>> = []
+    const result = repair({
+      included: [first, last],
+      candidates: [middle],
+      limit: 30,
+      countTotal: (included) => {
+        counted.push(included.map((u) => u.id))
+        return countTotal(included)
+      },
+      order: [first, middle, last]
+    })
+    expect(result.included.map((u) => u.id)).toEqual(["first", "middle", "last"])
+    expect(counted).toEqual([
+      ["first", "last"],
+      ["first", "middle", "last"]
+    ])
+  })
+
   it("never drops a required unit and says when it cannot fit", () => {
     const result = repair({ included: [unit("system", 80, { required: true })], limit: 50, countTotal })
     expect([result.fits, result.included.length, result.total]).toEqual([false, 1, 80])
