@@ -607,7 +607,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       )
       // At most MAX_READS files of one session, and at most a quarter of the cache's budget (the
       // least recently read out first; the file just read stays).
-      if (held.size > MAX_READS) held.delete(held.keys().next().value!)
+      bounded(held, MAX_READS)
       const limit = cache.maxBytes / 4
       let weight = weighReads(held)
       for (const [path, r] of held) {
