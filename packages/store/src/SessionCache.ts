@@ -31,8 +31,12 @@ export const MIN_SESSION_BYTES = 8192
 export interface Holder<V> {
   /** The holder's value for the session, which becomes the most recently used. */
   readonly get: (key: string) => V | undefined
-  /** Keeps the value (the session becomes the most recently used), then evicts what is over the budget. */
-  readonly set: (key: string, value: V) => void
+  /**
+   * Keeps the value (the session becomes the most recently used), then evicts what is over the
+   * budget. In a weighed holder, `weight` is the value's when the caller has it already (else
+   * `weigh` says).
+   */
+  readonly set: (key: string, value: V, weight?: number) => void
   readonly delete: (key: string) => void
   /** Sessions this holder keeps a value for. */
   readonly size: () => number
@@ -154,7 +158,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
           touch(key, entry!)
           return value as V
         },
-        set: (key, value) => {
+        set: (key, value, weight) => {
           let entry = sessions.get(key)
           if (entry === undefined) {
             entry = { bytes: 0, values: new Map(), own: new Map() }
@@ -166,7 +170,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
             counts[id]!++
           }
           entry.values.set(id, value)
-          if (weigh !== undefined) entry.own.set(id, weigh(value))
+          if (weigh !== undefined) entry.own.set(id, weight ?? weigh(value))
           total += weightIn(entry, id)
           if (counts[id]! > maxEntries) dropOldest()
           evict()

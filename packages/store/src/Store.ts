@@ -615,7 +615,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
         held.delete(path)
         weight -= weighRead(r)
       }
-      reads.set(key, held)
+      reads.set(key, held, weight)
       return read._tag === "Read" ? read.text : undefined
     })
 

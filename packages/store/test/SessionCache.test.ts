@@ -122,6 +122,18 @@ describe("SessionCache", () => {
     expect(cache.stats()).toMatchObject({ sessions: 1, bytes: 80 * KB, evicted: 1 })
     files.delete("b")
     expect(cache.stats()).toMatchObject({ sessions: 0, entries: 0, bytes: 0 })
+    // A weight the caller has already is taken as it is (not weighed again).
+    let weighed = 0
+    const counted = cache.holder<string>("counted", {
+      weigh: (text) => {
+        weighed++
+        return text.length
+      }
+    })
+    counted.set("c", "z".repeat(KB), 3 * KB)
+    expect([cache.stats().bytes, weighed]).toEqual([3 * KB, 0])
+    counted.set("c", "z".repeat(KB))
+    expect([cache.stats().bytes, weighed]).toEqual([KB, 1])
   })
 
   it("refuses a budget of nothing", () => {
