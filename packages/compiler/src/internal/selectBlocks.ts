@@ -539,13 +539,18 @@ export const selectBlocks = (options: {
       u.kind === "turn" && u.reduced === true ? [[`${u.source}\u0000${u.id}`, u] as const] : []
     )
   )
+  // The offered turns by number, for a reduced turn's whole form (made only when one is shown).
+  const offeredByNumber = shownUnits.size === 0 ? undefined : new Map(offered.map((t) => [t.turn, t]))
   const units =
-    shownUnits.size === 0
+    offeredByNumber === undefined
       ? report.units
       : report.units.map((row) => {
           const unit = shownUnits.get(`${row.source}\u0000${row.id}`)
           if (unit === undefined || unit.kind !== "turn" || row.status !== "included") return row
-          const whole = unit.source === "pinned_history" ? undefined : wholeOf(originalOf(unit.turn, offered))
+          const whole =
+            unit.source === "pinned_history"
+              ? undefined
+              : wholeOf(offeredByNumber.get(unit.turn.turn) ?? unit.turn)
           return {
             ...row,
             status: "cut" as const,
@@ -582,6 +587,3 @@ interface HistoryPlan {
   readonly grant: number
   readonly left: number
 }
-
-const originalOf = (shown: Turn, offered: ReadonlyArray<Turn>): Turn =>
-  offered.find((t) => t.turn === shown.turn) ?? shown
