@@ -10,17 +10,8 @@
  * Targets: warm compile at least 10x faster than the baseline and within 5x of the floor.
  */
 
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { performance } from "node:perf_hooks"
-import { fileURLToPath } from "node:url"
-import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
-import * as Tokenizer from "@ctxo/budget/Tokenizer"
-import type { HistoryDocument } from "@ctxo/history/Message"
-import { appendStep, appendToolResult, beginTurn, finishTurn } from "@ctxo/history/Turns"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import {
   AIMessage,
   type BaseMessage,
@@ -29,64 +20,9 @@ import {
   ToolMessage,
   trimMessages
 } from "@langchain/core/messages"
-import { Effect, Layer, ManagedRuntime } from "effect"
-import type { CompileState } from "../src/Compile.ts"
-import { compile } from "../src/Compile.ts"
-import * as CompileCache from "../src/CompileCache.ts"
-import * as Workspace from "../src/Workspace.ts"
+import { makeLongSession } from "./longSession.ts"
 
 const rounds = Number(process.env.CTXO_BENCH_ROUNDS ?? 5)
-const words =
-  "context budget compile history turn token block model window summary reference policy layer".split(" ")
-const sentence = (seed: number, n: number) =>
-  Array.from({ length: n }, (_, i) => words[(seed * 7 + i * 13) % words.length]).join(" ")
-
-// --- the data root
-const root = mkdtempSync(join(tmpdir(), "ctxo-compile-bench-"))
-// Removed however the run ends (done, failed, or the early process.exit below).
-process.on("exit", () => rmSync(root, { recursive: true, force: true }))
-const examples = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
-cpSync(join(examples, "system-prompt.md"), join(root, "system-prompt.md"))
-cpSync(join(examples, "profile.md"), join(root, "profile.md"))
-const session = join(root, "bench")
-mkdirSync(join(session, "docs"), { recursive: true })
-for (let f = 0; f < 50; f++) {
-  const sections = Array.from(
-    { length: 4 },
-    (_, s) => `## Section ${s + 1}\n${sentence(f * 10 + s, 60)}.\n`
-  ).join("\n")
-  writeFileSync(
-    join(session, "docs", `doc-${String(f).padStart(2, "0")}.md`),
-    `# Document ${f}\n\n${sections}`
-  )
-}
-writeFileSync(
-  join(session, "context-config.json"),
-  JSON.stringify({
-    policy: "code-agent",
-    model: "gpt-4o",
-    systemPrompt: [{ type: "global", file: "system-prompt.md" }],
-    knowledge: [{ path: "docs/*.md" }],
-    query: "What should we do next?"
-  })
-)
-let doc: HistoryDocument = { format: "ctxo.history/v1", messages: [], compression: [] }
-for (let t = 1; doc.messages.length < 2_000; t++) {
-  const b = beginTurn(doc, { input: `Turn ${t}: ${sentence(t, 70)}?` })
-  doc = appendStep(b.doc, b.turn, {
-    text: `Thought: ${sentence(t + 1, 40)}\nAction: Read[src/f${t}.ts]`,
-    toolCall: { callId: `c${t}`, name: "Read", input: { path: `src/f${t}.ts` } }
-  }).doc
-  doc = appendToolResult(doc, b.turn, {
-    callId: `c${t}`,
-    name: "Read",
-    status: "success",
-    data: { file: `src/f${t}.ts`, content: sentence(t + 2, 90) }
-  }).doc
-  doc = finishTurn(doc, b.turn, `Answer ${t}: ${sentence(t + 3, 70)}.`).doc
-}
-writeFileSync(join(session, "messages.json"), JSON.stringify(doc, null, 2))
-
 const median = (values: ReadonlyArray<number>) =>
   [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 const timed = async <A>(f: () => Promise<A>) => {
@@ -95,39 +31,8 @@ const timed = async <A>(f: () => Promise<A>) => {
   return { ms: performance.now() - start, value }
 }
 
-// --- ctxo
-// One compile cache for the run, as a gateway process has: warm compiles reuse the cold one's work.
-const layer = Layer.mergeAll(
-  Workspace.layer(root).pipe(Layer.provide(NodeContext.layer)),
-  ModelRegistry.layer(),
-  Tokenizer.layer(),
-  CompileCache.layer
-)
-const runtime = ManagedRuntime.make(layer)
-await runtime.runPromise(
-  Effect.flatMap(Tokenizer.Tokenizer, (t) =>
-    Effect.flatMap(
-      t.counter({
-        id: "x",
-        provider: "openai",
-        name: "x",
-        aliases: [],
-        contextWindow: 10,
-        maxInput: 10,
-        maxOutput: 1,
-        tokenizer: { kind: "exact", encoding: "o200k_base" },
-        chatFormat: "openai",
-        sources: { contextWindow: "", maxInput: "", maxOutput: "", tokenizer: "" }
-      }),
-      (c) => Effect.sync(() => c.count("warm the encoder"))
-    )
-  )
-)
-// Warm compiles pass the previous compile's state, as a gateway does for the next turn.
-const run = (previous?: CompileState) =>
-  runtime.runPromise(
-    compile({ sessionId: "bench", format: "openai", ...(previous === undefined ? {} : { previous }) })
-  )
+// --- ctxo (one compile cache for the run, as in a gateway)
+const { doc, run, dispose } = await makeLongSession()
 const cold = await timed(() => run())
 // Warm compiles are cheap: measure as many as the floor gets (steady state for both).
 const warmRounds = rounds * 10
@@ -141,7 +46,7 @@ for (let i = 0; i < warmRounds; i++) {
 }
 if (process.env.CTXO_BENCH_ONLY_CTXO === "1") {
   console.log(`ctxo compile cold ${cold.ms.toFixed(1)} ms, warm ${median(warm).toFixed(1)} ms`)
-  await runtime.dispose()
+  await dispose()
   process.exit(0)
 }
 const totalHistory = result.report.units
@@ -213,8 +118,7 @@ const floorTimes: Array<number> = []
 for (let i = 0; i < warmRounds; i++)
   floorTimes.push((await timed(async () => JSON.stringify(result.request))).ms)
 
-await runtime.dispose()
-rmSync(root, { recursive: true, force: true })
+await dispose()
 
 const warmMs = median(warm)
 const baselineMs = median(baselineTimes)

@@ -1,0 +1,125 @@
+/**
+ * The turn bench's session (`turn.bench.ts`, and `paired.ts` for `scripts/paired.mjs`): the turn
+ * engine on the file store over a copy of the example data (a temporary folder, removed when the
+ * process exits), the deterministic summarizer, memory as a source of every compile, tracing off
+ * (as the gateway runs without an OTLP endpoint), gpt-4o; a session warmed to `warmTurns` turns.
+ * `turn` runs one more turn of it (record, compile, a model answering at once, record, promote),
+ * `compile` its engine's preview of the next one, `floor` what any durable turn of it must do (two
+ * journal-sized appends, each made durable with fdatasync, and the compiled request serialized).
+ */
+import { cpSync, mkdtempSync, rmSync } from "node:fs"
+import { open } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
+import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import type { CompileResult } from "@ctxo/compiler/Compile"
+import * as CompileCache from "@ctxo/compiler/CompileCache"
+import * as Workspace from "@ctxo/compiler/Workspace"
+import * as HistoryStore from "@ctxo/history/HistoryStore"
+import * as Summarizer from "@ctxo/history/Summarizer"
+import * as Store from "@ctxo/store/Store"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import * as Memory from "../src/Memory.ts"
+import * as TurnEngine from "../src/TurnEngine.ts"
+
+const MODEL = "gpt-4o"
+const SESSION = "bench-turn"
+
+export interface WarmSession {
+  readonly turn: () => Promise<unknown>
+  readonly compile: () => Promise<unknown>
+  readonly floor: () => Promise<void>
+  /** The number of messages in the last request a turn compiled. */
+  readonly messages: () => number
+  readonly dispose: () => Promise<void>
+}
+
+export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => {
+  const data = mkdtempSync(join(tmpdir(), "ctxo-turn-bench-"))
+  process.on("exit", () => rmSync(data, { recursive: true, force: true }))
+  cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), data, { recursive: true })
+
+  const base = Layer.mergeAll(
+    Workspace.layerStore,
+    HistoryStore.layerStore,
+    ModelRegistry.layer(),
+    Tokenizer.layer(),
+    TurnEngine.seamsLive,
+    Summarizer.layerDeterministic,
+    CompileCache.layer
+  ).pipe(Layer.provideMerge(Store.layer(data)))
+  const runtime = ManagedRuntime.make(
+    TurnEngine.layer.pipe(Layer.provideMerge(Memory.layer()), Layer.provideMerge(base))
+  )
+
+  /** The last request a turn compiled (the floor serializes the same). */
+  let lastRequest: CompileResult["request"] | undefined
+  const driver: TurnEngine.Driver = {
+    model: (compiled) =>
+      Effect.sync(() => {
+        lastRequest = compiled.request
+        const body = JSON.stringify({ model: MODEL, messages: lastRequest })
+        return {
+          text: `A token budget is the room a request has (${body.length} bytes sent).`,
+          toolCalls: [],
+          usage: { inputTokens: compiled.report.total ?? 0, outputTokens: 16 }
+        }
+      })
+  }
+  const options: TurnEngine.TurnOptions = { defaultModel: MODEL, maxSteps: 4, format: "openai" }
+  let turnNumber = 0
+  const turn = () =>
+    runtime.runPromise(
+      Effect.flatMap(TurnEngine.TurnEngine, (engine) =>
+        engine.turn(
+          { sessionId: SESSION, input: `Turn ${turnNumber++}: what is a token budget?`, model: MODEL },
+          driver,
+          options
+        )
+      ).pipe(Effect.withTracerEnabled(false))
+    )
+  const compile = () =>
+    runtime.runPromise(
+      Effect.flatMap(TurnEngine.TurnEngine, (engine) =>
+        engine.preview({
+          sessionId: SESSION,
+          input: `Turn ${turnNumber}: what is a token budget?`,
+          model: MODEL,
+          defaultModel: MODEL
+        })
+      ).pipe(Effect.withTracerEnabled(false))
+    )
+
+  // The floor's journal: records of a turn's size, appended and made durable one by one.
+  const journal = await open(join(data, "floor.journal"), "a")
+  const record = `${JSON.stringify({ seq: 0, sum: "00000000", patch: { keep: 0, messages: [{ id: "t1-0", role: "user", parts: [{ _tag: "text", text: "Turn 0: what is a token budget?" }], meta: { turn: 1, kind: "input", createdAt: new Date(0).toISOString() } }] } })}\n`
+  const floor = async () => {
+    await journal.write(record)
+    await journal.datasync()
+    JSON.stringify({ model: MODEL, messages: lastRequest })
+    await journal.write(record)
+    await journal.datasync()
+  }
+
+  await runtime.runPromise(
+    Effect.flatMap(Store.Store, (store) => store.createSession({ id: SESSION, concept: "benchmark" }))
+  )
+  for (let i = 0; i < warmTurns; i++) await turn()
+  for (let i = 0; i < 20; i++) {
+    await floor()
+    await compile()
+  }
+  return {
+    turn,
+    compile,
+    floor,
+    messages: () =>
+      lastRequest !== undefined && "messages" in lastRequest ? lastRequest.messages.length : 0,
+    dispose: async () => {
+      await journal.close()
+      await runtime.dispose()
+    }
+  }
+}
