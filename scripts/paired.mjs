@@ -15,7 +15,9 @@
  * 50 untimed. A second process loads them the other way round: the side loaded second runs 2-5%
  * faster, whichever it is, and the two orders' paired ratios divide that out. Prints, per operation,
  * the medians and `working tree / revision`, the geometric mean of the two orders' medians of the
- * paired ratios (1% shows).
+ * paired ratios (repeated runs of one change spread by about 2 points). Only ctxo's own sources
+ * differ between the sides: both use the working tree's dependencies (`node_modules`), so a
+ * revision that changed a dependency's version is measured with the working tree's.
  */
 import { execFileSync, spawnSync } from "node:child_process"
 import { cpSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
@@ -66,6 +68,10 @@ if (revision === undefined || harness === undefined) {
   process.exit(2)
 }
 const pairs = Number(pairsArg ?? 400)
+if (!Number.isInteger(pairs) || pairs < 1) {
+  console.error(`pairs must be a whole number of at least 1, not ${pairsArg}`)
+  process.exit(2)
+}
 const entry = resolve(harness)
 const benchDir = dirname(entry)
 const packagesDir = join(root, "packages")
@@ -80,7 +86,8 @@ process.on("exit", () => {
   rmSync(tree, { recursive: true, force: true })
   for (const f of outputs) rmSync(f, { force: true })
 })
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(130))
+process.on("SIGINT", () => process.exit(130))
+process.on("SIGTERM", () => process.exit(143))
 
 // The revision's packages (and the tsconfig they extend), with the working tree's bench folder of the
 // harness's package.
@@ -114,9 +121,14 @@ const nodePaths = [
 const revisionPackages = {
   name: "the revision's @ctxo packages",
   setup(b) {
-    // Each package exports "./*" as "./src/*.ts".
-    b.onResolve({ filter: /^@ctxo\/[^/]+\/.+/ }, (args) => {
+    // Each package exports "./*" as "./src/*.ts" and nothing under "./internal/"; any other
+    // @ctxo import would resolve to the working tree's sources, so it is refused.
+    b.onResolve({ filter: /^@ctxo\// }, (args) => {
       const [, name, ...rest] = args.path.split("/")
+      if (rest.length === 0 || rest[0] === "internal")
+        return {
+          errors: [{ text: `${args.path} is not a module the package exports (@ctxo/<package>/<module>)` }]
+        }
       return { path: join(tree, "packages", name, "src", `${rest.join("/")}.ts`) }
     })
   }
@@ -143,7 +155,10 @@ const run = (first, second) => {
       maxBuffer: 1 << 26
     }
   )
-  if (r.status !== 0) throw new Error(`a paired run failed (exit ${r.status})`)
+  if (r.status !== 0)
+    throw new Error(
+      `a paired run failed (${r.error?.message ?? (r.signal ? `killed by ${r.signal}` : `exit ${r.status}`)})`
+    )
   return JSON.parse(r.stdout.trim().split("\n").at(-1))
 }
 const [working, other] = outputs

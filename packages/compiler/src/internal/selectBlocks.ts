@@ -539,7 +539,8 @@ export const selectBlocks = (options: {
       u.kind === "turn" && u.reduced === true ? [[`${u.source}\u0000${u.id}`, u] as const] : []
     )
   )
-  // The offered turns by number, for a reduced turn's whole form (made only when one is shown).
+  // The offered turns by number (a history's turns have distinct numbers), for a reduced turn's
+  // whole form; made only when one is shown.
   const offeredByNumber = shownUnits.size === 0 ? undefined : new Map(offered.map((t) => [t.turn, t]))
   const units =
     offeredByNumber === undefined
