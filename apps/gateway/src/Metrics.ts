@@ -20,7 +20,7 @@
  */
 
 import { getHeapSpaceStatistics } from "node:v8"
-import { type Service as ModelClientService, wrapClient } from "@ctxo/agent/ModelClient"
+import { type Service as ModelClientService, type RawBody, wrapClient } from "@ctxo/agent/ModelClient"
 import { compactionsTotal, refusalsTotal } from "@ctxo/agent/TurnEngine"
 import { Api } from "@ctxo/api/Api"
 import * as SessionCache from "@ctxo/store/SessionCache"
@@ -179,6 +179,14 @@ export const modelOf = (body: unknown, fallback = "unknown") => {
   return typeof model === "string" && model !== "" ? model.slice(0, 120) : fallback
 }
 
+/** The request's facts and the model of a body passed through, the model noted in the facts. */
+const passedThrough = (body: RawBody) =>
+  Effect.map(FiberRef.get(CurrentRequest), (stats) => {
+    const model = modelOf(body)
+    if (stats !== undefined) stats.model ??= model
+    return { stats, model }
+  })
+
 /** The model client with its calls measured: tokens by model, upstream errors by status. */
 export const instrumentClient = (client: ModelClientService): ModelClientService => ({
   ...client,
@@ -199,26 +207,16 @@ export const instrumentClient = (client: ModelClientService): ModelClientService
       )
     ),
   passthrough: (body) =>
-    withStats((s) => {
-      s.model ??= modelOf(body)
-    }).pipe(
-      Effect.zipRight(client.passthrough(body)),
-      Effect.tap((answer) =>
-        Effect.flatMap(FiberRef.get(CurrentRequest), (stats) =>
-          Effect.sync(() => usageSeen(stats, modelOf(body), answer))
-        )
-      ),
-      Effect.tapError(upstreamFailed)
-    ),
+    Effect.flatMap(passedThrough(body), ({ stats, model }) =>
+      Effect.tap(client.passthrough(body), (answer) => Effect.sync(() => usageSeen(stats, model, answer)))
+    ).pipe(Effect.tapError(upstreamFailed)),
   passthroughEach: (body, each) =>
-    Effect.flatMap(FiberRef.get(CurrentRequest), (stats) => {
-      const model = modelOf(body)
-      if (stats !== undefined) stats.model ??= model
-      return client.passthroughEach(body, (chunk) => {
+    Effect.flatMap(passedThrough(body), ({ stats, model }) =>
+      client.passthroughEach(body, (chunk) => {
         usageSeen(stats, model, chunk)
         each(chunk)
       })
-    }).pipe(Effect.tapError(upstreamFailed))
+    ).pipe(Effect.tapError(upstreamFailed))
 })
 
 /** A layer's output with its model client (if it has one) measured. */

@@ -260,13 +260,13 @@ describe("GET /metrics", () => {
     expect(headersAfter).toBeLessThan(Number(streamed.durationMs))
   })
 
-  it("counts a streamed session turn's tokens and its upstream's refusal, as a JSON one's", async () => {
+  it("counts a session turn's tokens and its upstream's refusal, streamed or JSON", async () => {
     const created = await post("/api/sessions", { id: "metrics-stream", concept: "metrics" })
     expect(created.status).toBe(201)
-    const turn = (content: string) =>
+    const turn = (content: string, stream = true) =>
       post(
         "/v1/chat/completions",
-        { model: "gpt-4o", stream: true, messages: [{ role: "user", content }] },
+        { model: "gpt-4o", stream, messages: [{ role: "user", content }] },
         { "x-ctxo-session": "metrics-stream" }
       )
     const before = parse((await scrape()).text).samples
@@ -277,6 +277,13 @@ describe("GET /metrics", () => {
     expect(line).toMatchObject({ session: "metrics-stream", stream: true, model: "gpt-4o" })
     expect(line.tokensIn).toBeGreaterThan(0)
     expect(line.tokensOut).toBeGreaterThan(0)
+    const json = await turn("And in one answer?", false)
+    expect(json.status).toBe(200)
+    await json.text()
+    const jsonLine = logOf(gw.lines, json)
+    expect(jsonLine).toMatchObject({ session: "metrics-stream", model: "gpt-4o" })
+    expect(jsonLine.tokensIn).toBeGreaterThan(0)
+    expect(jsonLine.tokensOut).toBeGreaterThan(0)
     gw.upstream.script({ type: "error", status: 429, retryAfter: "1" })
     const limited = await turn("Again?")
     expect(limited.status).toBe(429)
@@ -285,8 +292,12 @@ describe("GET /metrics", () => {
     const after = parse((await scrape()).text).samples
     const moved = (name: string, ...labels: ReadonlyArray<string>) =>
       sum(after, name, ...labels) - sum(before, name, ...labels)
-    expect(moved("ctxo_tokens_total", 'model="gpt-4o"', 'direction="in"')).toBe(line.tokensIn)
-    expect(moved("ctxo_tokens_total", 'model="gpt-4o"', 'direction="out"')).toBe(line.tokensOut)
+    expect(moved("ctxo_tokens_total", 'model="gpt-4o"', 'direction="in"')).toBe(
+      line.tokensIn + jsonLine.tokensIn
+    )
+    expect(moved("ctxo_tokens_total", 'model="gpt-4o"', 'direction="out"')).toBe(
+      line.tokensOut + jsonLine.tokensOut
+    )
     expect(moved("ctxo_upstream_errors_total", 'status="429"')).toBe(1)
   })
 
