@@ -32,6 +32,25 @@ const here = fileURLToPath(import.meta.url)
 const root = join(dirname(here), "..")
 
 /**
+ * esbuild's options for ctxo's code as the apps run it (also `scripts/paired.mjs`'s): one ESM file
+ * for Node 20 with `require` available, `banner` first (a shebang, for a bin).
+ */
+export const nodeBundle = (banner = "") => ({
+  bundle: true,
+  platform: "node",
+  target: "node20",
+  format: "esm",
+  // Prefer packages' ESM builds: some UMD builds (jsonc-parser) hide their requires from bundlers.
+  mainFields: ["module", "main"],
+  // Loaded at run time from node_modules: tiktoken reads its WASM file beside it, and the
+  // encodings of gpt-tokenizer are required lazily, only for the encodings a run needs.
+  external: ["tiktoken", "gpt-tokenizer", "gpt-tokenizer/*", "esbuild"],
+  banner: {
+    js: `${banner}import { createRequire as __ctxoRequire } from 'node:module'; const require = __ctxoRequire(import.meta.url);`
+  }
+})
+
+/**
  * Builds `entry` into `outfile` (and its source map), with `banner` first (a shebang, for a bin).
  * A module the code imports dynamically (`import("./x.ts")`) is a chunk beside it
  * (`chunk-<name>-<hash>.js`, as is code such a chunk shares with the entry), loaded only when it is
@@ -42,23 +61,12 @@ export const bundle = async ({ entry, outfile, banner = "" }) => {
   const { build } = await import("esbuild")
   const outdir = dirname(outfile)
   const result = await build({
+    ...nodeBundle(banner),
     entryPoints: [entry],
     outdir,
     entryNames: basename(outfile).replace(/\.js$/, ""),
     chunkNames: "chunk-[name]-[hash]",
     splitting: true,
-    bundle: true,
-    platform: "node",
-    target: "node20",
-    format: "esm",
-    // Prefer packages' ESM builds: some UMD builds (jsonc-parser) hide their requires from bundlers.
-    mainFields: ["module", "main"],
-    // Loaded at run time from node_modules: tiktoken reads its WASM file beside it, and the
-    // encodings of gpt-tokenizer are required lazily, only for the encodings a run needs.
-    external: ["tiktoken", "gpt-tokenizer", "gpt-tokenizer/*", "esbuild"],
-    banner: {
-      js: `${banner}import { createRequire as __ctxoRequire } from 'node:module'; const require = __ctxoRequire(import.meta.url);`
-    },
     sourcemap: "linked",
     write: false,
     logLevel: "warning"

@@ -24,6 +24,7 @@ import { cpSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { basename, dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { nodeBundle } from "./bundle.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -33,6 +34,11 @@ if (process.argv[2] === "--run") {
   const [first, second, pairs] = [process.argv[3], process.argv[4], Number(process.argv[5])]
   const a = await (await import(pathToFileURL(first).href)).setup()
   const b = await (await import(pathToFileURL(second).href)).setup()
+  const timed = async (f) => {
+    const start = performance.now()
+    await f()
+    return performance.now() - start
+  }
   const out = {}
   for (const name of Object.keys(a)) {
     for (let i = 0; i < 50; i++) {
@@ -41,11 +47,6 @@ if (process.argv[2] === "--run") {
     }
     const ta = []
     const tb = []
-    const timed = async (f) => {
-      const start = performance.now()
-      await f()
-      return performance.now() - start
-    }
     for (let i = 0; i < pairs; i++) {
       if (i % 2 === 0) {
         ta.push(await timed(a[name]))
@@ -100,19 +101,10 @@ execFileSync("tar", ["-x", "-C", tree], { input: archive.stdout })
 cpSync(benchDir, join(tree, relative(root, benchDir)), { recursive: true })
 
 const { build } = await import("esbuild")
-const options = {
-  bundle: true,
-  platform: "node",
-  target: "node20",
-  format: "esm",
-  mainFields: ["module", "main"],
-  // As in the apps' bundles: the tokenizers load their encodings at run time.
-  external: ["tiktoken", "gpt-tokenizer", "gpt-tokenizer/*", "esbuild", "@langchain/*"],
-  banner: {
-    js: "import { createRequire as __ctxoRequire } from 'node:module'; const require = __ctxoRequire(import.meta.url);"
-  },
-  logLevel: "warning"
-}
+// As the apps are bundled; a baseline library a harness compares with (`@langchain/*`) runs as its
+// package ships.
+const app = nodeBundle()
+const options = { ...app, external: [...app.external, "@langchain/*"], logLevel: "warning" }
 // Every package's dependencies, for the revision's files (which have no node_modules beside them).
 const nodePaths = [
   ...readdirSync(packagesDir).map((p) => join(packagesDir, p, "node_modules")),
