@@ -249,6 +249,34 @@ describe("the workbench", () => {
     await page.close()
   })
 
+  it("keeps what is typed after a taken suggestion in place, however late the next frame comes", async () => {
+    const page = await open("/sessions/notebook-physics/chat")
+    // Frames come late, as on a loaded machine or in a background tab.
+    await page.evaluate(() => {
+      const frame = window.requestAnimationFrame.bind(window)
+      window.requestAnimationFrame = (f) => window.setTimeout(() => frame(f), 300)
+    })
+    const box = page.getByRole("combobox", { name: "Message" })
+    await box.focus()
+    await page.keyboard.type("Explain [guid")
+    await page
+      .getByRole("option", { name: /\[guidance\.md/ })
+      .first()
+      .waitFor()
+    await page.keyboard.press("Enter")
+    await page
+      .getByRole("option", { name: /\[guidance\.md:\d+:\d+\]/ })
+      .first()
+      .waitFor()
+    await page.keyboard.press("Enter")
+    await page.keyboard.type("in one")
+    // A late frame has come and gone: the caret is still where the typing left it.
+    await page.waitForTimeout(500)
+    await page.keyboard.type(" line")
+    expect(await box.inputValue()).toMatch(/^Explain \[guidance\.md:\d+:\d+\] in one line$/)
+    await page.close()
+  })
+
   it("sends a chat with a reference from the autocomplete and shows it streaming, then as stored", async () => {
     const page = await open("/sessions/notebook-physics/chat")
     const box = page.getByRole("combobox", { name: "Message" })

@@ -9,7 +9,7 @@ import type { BlockNode } from "@ctxo/api/Api"
 import { type ChatEvent, type ChatTurnState, chat, newIdempotencyKey } from "@ctxo/client/Chat"
 import { describeError } from "@ctxo/client/Client"
 import { Alert, Badge, Button, Group, Loader, Paper, Stack, Text, Textarea, Title } from "@mantine/core"
-import { type KeyboardEvent, useEffect, useMemo, useRef, useState } from "react"
+import { type KeyboardEvent, useEffect, useLayoutEffect, useMemo, useRef, useState } from "react"
 import { useApi, useConnection } from "../connection.tsx"
 import { ModelSelect } from "../models.tsx"
 import { accept, type Suggestion, suggestionsFor, type Token, tokenAt } from "../references.ts"
@@ -132,6 +132,17 @@ const Composer = ({
   const [closedAt, setClosedAt] = useState<number | undefined>(undefined)
   const [blocks, setBlocks] = useState<ReadonlyMap<string, ReadonlyArray<BlockNode>>>(new Map())
   const area = useRef<HTMLTextAreaElement>(null)
+  // Where the caret goes once a taken suggestion is in the box: placed as soon as React has put the
+  // new text there, before the next key is handled (on the next frame, it came after the keys typed
+  // meanwhile on a loaded machine, and moved them: "in one line" became "ine in one l").
+  const caretAfter = useRef<number | undefined>(undefined)
+  useLayoutEffect(() => {
+    const at = caretAfter.current
+    if (at === undefined) return
+    caretAfter.current = undefined
+    area.current?.focus()
+    area.current?.setSelectionRange(at, at)
+  })
   const paths = useMemo(
     () =>
       (files.data ?? [])
@@ -160,10 +171,7 @@ const Composer = ({
     setText(next.text)
     setCaret(next.caret)
     setActive(0)
-    requestAnimationFrame(() => {
-      area.current?.focus()
-      area.current?.setSelectionRange(next.caret, next.caret)
-    })
+    caretAfter.current = next.caret
   }
   const send = () => {
     if (text.trim() === "" || disabled) return
