@@ -293,10 +293,10 @@ describe("GET /metrics", () => {
     const moved = (name: string, ...labels: ReadonlyArray<string>) =>
       sum(after, name, ...labels) - sum(before, name, ...labels)
     expect(moved("ctxo_tokens_total", 'model="gpt-4o"', 'direction="in"')).toBe(
-      line.tokensIn + jsonLine.tokensIn
+      Number(line.tokensIn) + Number(jsonLine.tokensIn)
     )
     expect(moved("ctxo_tokens_total", 'model="gpt-4o"', 'direction="out"')).toBe(
-      line.tokensOut + jsonLine.tokensOut
+      Number(line.tokensOut) + Number(jsonLine.tokensOut)
     )
     expect(moved("ctxo_upstream_errors_total", 'status="429"')).toBe(1)
   })
