@@ -12,7 +12,10 @@
  *            compile with the previous cut).
  * The session and its engine: `warmSession.ts`. It is warmed to 200 turns, then each of
  * `CTXO_BENCH_ROUNDS` rounds (default 5) times 60 turns, 60 floors and 60 compiles, interleaved.
- * p50 and p99 of each, and the turn's ratio to the floor.
+ * p50 and p99 of each, and the turn's ratio to the floor. Then where a turn's time goes: split at
+ * the model's call (before it, the call, after it), and the same turns of a second session warmed
+ * to 20 turns only (interleaved in the same rounds), which shows how much of a turn grows with the
+ * history and how much every turn pays whatever its length.
  */
 import { performance } from "node:perf_hooks"
 import { makeWarmSession } from "./warmSession.ts"
@@ -20,6 +23,7 @@ import { makeWarmSession } from "./warmSession.ts"
 const rounds = Math.max(1, Number(process.env.CTXO_BENCH_ROUNDS ?? 5))
 const PER_ROUND = 60
 const WARM_TURNS = 200
+const SHORT_TURNS = 20
 
 const quantile = (values: ReadonlyArray<number>, q: number) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -31,11 +35,14 @@ const timed = async (f: () => Promise<unknown>, into: Array<number>) => {
   into.push(performance.now() - start)
 }
 
-const { turn, compile, floor, messages: messageCount, dispose } = await makeWarmSession(WARM_TURNS)
+const { turn, phases, compile, floor, messages: messageCount, dispose } = await makeWarmSession(WARM_TURNS)
+const short = await makeWarmSession(SHORT_TURNS)
 
 const turns: Array<number> = []
 const floors: Array<number> = []
 const compiles: Array<number> = []
+const shortTurns: Array<number> = []
+const split = { before: [] as Array<number>, model: [] as Array<number>, after: [] as Array<number> }
 let turnCpu = 0
 for (let r = 0; r < rounds; r++)
   for (let i = 0; i < PER_ROUND; i++) {
@@ -43,10 +50,16 @@ for (let r = 0; r < rounds; r++)
     await timed(turn, turns)
     const used = process.cpuUsage(cpu)
     turnCpu += (used.user + used.system) / 1000
+    const { before, model, after } = phases()
+    split.before.push(before)
+    split.model.push(model)
+    split.after.push(after)
     await timed(floor, floors)
     await timed(compile, compiles)
+    await timed(short.turn, shortTurns)
   }
 const messages = messageCount()
+const shortMessages = short.messages()
 const ms = (n: number) => `${n.toFixed(2)} ms`
 console.log(
   `turn bench: ${turns.length} turns of a session warmed to ${WARM_TURNS} (${messages} messages in its request at the end), interleaved with the floor and the compile; Node ${process.version}`
@@ -63,4 +76,13 @@ console.log(
 console.log(
   `  the turn is ${(quantile(turns, 0.5) / quantile(floors, 0.5)).toFixed(2)}x the floor at p50; it adds ${ms(quantile(turns, 0.5) - quantile(floors, 0.5))} to it (goal of the gateway's session row: 2 ms added over direct)`
 )
+console.log(
+  `  where the turn goes (p50 of each part): before the model's call (lock, history, input recorded, compile) ${ms(quantile(split.before, 0.5))}; the call (the request serialized) ${ms(quantile(split.model, 0.5))}; after it (answer recorded and made durable, memory promoted, lock released) ${ms(quantile(split.after, 0.5))}`
+)
+const longer = quantile(turns, 0.5) - quantile(shortTurns, 0.5)
+const perMessage = longer / Math.max(1, messages - shortMessages)
+console.log(
+  `  the same turns in a session warmed to ${SHORT_TURNS} turns (${shortMessages} messages in its request at the end, ${messages - shortMessages} fewer all along) p50 ${ms(quantile(shortTurns, 0.5))}, ${(quantile(shortTurns, 0.5) / quantile(turns, 0.5)).toFixed(2)}x: a message of history costs a turn ${(perMessage * 1000).toFixed(2)} µs, and a turn pays about ${ms(quantile(turns, 0.5) - perMessage * messages)} whatever its history (a straight line through the two)`
+)
+await short.dispose()
 await dispose()

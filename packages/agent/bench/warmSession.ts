@@ -6,6 +6,9 @@
  * `turn` runs one more turn of it (record, compile, a model answering at once, record, promote),
  * `compile` its engine's preview of the next one, `floor` what any durable turn of it must do (two
  * journal-sized appends, each made durable with fdatasync, and the compiled request serialized).
+ * `phases` splits the last turn's time at the model's call: before it (the lock, the history read,
+ * the input recorded, the compile), the call (the stub serializing the request) and after it (the
+ * answer recorded and made durable, memory promoted, the lock released).
  */
 import { cpSync, mkdtempSync, rmSync } from "node:fs"
 import { open } from "node:fs/promises"
@@ -27,8 +30,17 @@ import * as TurnEngine from "../src/TurnEngine.ts"
 const MODEL = "gpt-4o"
 const SESSION = "bench-turn"
 
+/** A turn's time in milliseconds, split at the model's call. */
+export interface TurnPhases {
+  readonly before: number
+  readonly model: number
+  readonly after: number
+}
+
 export interface WarmSession {
   readonly turn: () => Promise<unknown>
+  /** The last turn's time split at the model's call. */
+  readonly phases: () => TurnPhases
   readonly compile: () => Promise<unknown>
   readonly floor: () => Promise<void>
   /** The number of messages in the last request a turn compiled. */
@@ -56,11 +68,16 @@ export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => 
 
   /** The last request a turn compiled (the floor serializes the same). */
   let lastRequest: CompileResult["request"] | undefined
+  /** When the last turn's model call began and ended. */
+  let called = { at: 0, done: 0 }
+  let phases: TurnPhases = { before: 0, model: 0, after: 0 }
   const driver: TurnEngine.Driver = {
     model: (compiled) =>
       Effect.sync(() => {
+        const at = performance.now()
         lastRequest = compiled.request
         const body = JSON.stringify({ model: MODEL, messages: lastRequest })
+        called = { at, done: performance.now() }
         return {
           text: `A token budget is the room a request has (${body.length} bytes sent).`,
           toolCalls: [],
@@ -70,8 +87,9 @@ export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => 
   }
   const options: TurnEngine.TurnOptions = { defaultModel: MODEL, maxSteps: 4, format: "openai" }
   let turnNumber = 0
-  const turn = () =>
-    runtime.runPromise(
+  const turn = async () => {
+    const start = performance.now()
+    const outcome = await runtime.runPromise(
       Effect.flatMap(TurnEngine.TurnEngine, (engine) =>
         engine.turn(
           { sessionId: SESSION, input: `Turn ${turnNumber++}: what is a token budget?`, model: MODEL },
@@ -80,6 +98,13 @@ export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => 
         )
       ).pipe(Effect.withTracerEnabled(false))
     )
+    phases = {
+      before: called.at - start,
+      model: called.done - called.at,
+      after: performance.now() - called.done
+    }
+    return outcome
+  }
   const compile = () =>
     runtime.runPromise(
       Effect.flatMap(TurnEngine.TurnEngine, (engine) =>
@@ -113,6 +138,7 @@ export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => 
   }
   return {
     turn,
+    phases: () => phases,
     compile,
     floor,
     messages: () =>
