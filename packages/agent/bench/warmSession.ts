@@ -88,6 +88,8 @@ export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => 
   const options: TurnEngine.TurnOptions = { defaultModel: MODEL, maxSteps: 4, format: "openai" }
   let turnNumber = 0
   const turn = async () => {
+    // A turn that does not call the model (none here) leaves its phases NaN, not the last one's.
+    called = { at: Number.NaN, done: Number.NaN }
     const start = performance.now()
     const outcome = await runtime.runPromise(
       Effect.flatMap(TurnEngine.TurnEngine, (engine) =>
