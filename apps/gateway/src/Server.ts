@@ -36,7 +36,6 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Config, Effect, Layer, Option, Stream } from "effect"
@@ -363,7 +362,7 @@ export const services = servicesWith(TurnEngine.seamsLive)
 /**
  * The HTTP app (routes, docs, OpenAPI, and the lane for chat completions when the server has a
  * slot for it) over the services, with the turn engine's compiler and compactor given (the eval
- * gate passes broken ones); no server yet (`server`, `layerTest`).
+ * gate passes broken ones); no server yet (`server`, `ServerTest.layerTest`).
  */
 export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngine.HistoryCompactor>) =>
   Layer.unwrapEffect(
@@ -395,7 +394,7 @@ export const appWith = (seams: Layer.Layer<TurnEngine.ContextCompiler | TurnEngi
 export const app = appWith(TurnEngine.seamsLive)
 
 /** The HTTP server on `options`, its requests offered to the app's lane first (`Lane`). */
-const listening = (options: ListenOptions) =>
+export const listening = (options: ListenOptions) =>
   Layer.unwrapEffect(
     Effect.sync(() => {
       const slot = Lane.emptySlot()
@@ -415,13 +414,3 @@ export const server = Layer.unwrapEffect(
     app.pipe(Layer.provide(listening({ port: config.port, host: config.host })))
   )
 ).pipe(Layer.provide(StoreBackend.layer))
-
-/**
- * What `NodeHttpServer.layerTest` is, for the gateway's server: it listens on a free port of
- * 127.0.0.1 with its lane, and an `HttpClient` sends requests to it (tests, the eval gate).
- */
-export const layerTest = HttpServer.layerTestClient.pipe(
-  Layer.provide(NodeHttpClient.layerWithoutAgent),
-  Layer.provide(NodeHttpClient.makeAgentLayer({ keepAlive: false })),
-  Layer.provideMerge(listening({ port: 0, host: "127.0.0.1" }))
-)

@@ -1,13 +1,18 @@
 /**
  * The bundle `pnpm start` runs (`dist/main.js` and the chunks beside it): what a gateway on the file
  * store parses at start. The PostgreSQL store and its driver, the OpenTelemetry SDK, the openai SDK
- * (summaries and embeddings) and RE2 (the search tool) are chunks of their own, loaded when a
- * configuration or a first call asks for them (each is a fifth of a second of parsing and
- * evaluation at start on this machine, together). A static import of any of them from the start's
- * modules fails this test, naming the file.
+ * (summaries and embeddings), RE2 (the search tool) and undici (the upstream's connection pool, a
+ * megabyte: 50-60 ms of a start here) are chunks of their own, loaded when a configuration or a
+ * first call asks for them (each is a fifth of a second of parsing and evaluation at start on this
+ * machine, together). A static import of any of them from the start's modules fails this test,
+ * naming the file; and the bundle, started, answers a model call through the pool it loads then.
  */
-import { existsSync, readFileSync } from "node:fs"
+import { spawn } from "node:child_process"
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { beforeAll, describe, expect, it } from "vitest"
 import { ensureBuilt, outfile } from "../build.mjs"
 
@@ -54,20 +59,21 @@ const lazy = [
   "@opentelemetry/sdk-trace-base",
   "@opentelemetry/exporter-trace-otlp-http",
   "openai",
-  "re2js"
+  "re2js",
+  "undici"
 ]
 
 describe("the gateway's bundle", () => {
-  it("parses no PostgreSQL driver, OpenTelemetry SDK, openai SDK or RE2 at start", () => {
+  it("parses no PostgreSQL driver, OpenTelemetry SDK, openai SDK, RE2 or undici at start", () => {
     const start = loadedWith(outfile)
     const found = start.flatMap((file) =>
       [...packagesIn(file)].filter((p) => lazy.includes(p)).map((p) => `${p} in ${file.split("/").pop()}`)
     )
     expect(found).toEqual([])
-    // The start is still the whole gateway: the effect runtime and the upstream client are in it.
+    // The start is still the whole gateway: the effect runtime and its HTTP server are in it.
     const all = new Set(start.flatMap((file) => [...packagesIn(file)]))
     expect(all.has("effect")).toBe(true)
-    expect(all.has("undici")).toBe(true)
+    expect(all.has("@effect/platform-node")).toBe(true)
   })
 
   it("has each of them in a chunk loaded on demand, beside the entry", () => {
@@ -77,4 +83,63 @@ describe("the gateway's bundle", () => {
     const packages = new Set(demand.flatMap(loadedWith).flatMap((file) => [...packagesIn(file)]))
     expect(lazy.filter((p) => !packages.has(p))).toEqual([])
   })
+
+  it("answers a model call, JSON and streamed, through the pool it loads at the first call", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "ctxo-bundle-test-"))
+    cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), dataDir, { recursive: true })
+    const port = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as { readonly port: number }
+        server.close(() => resolve(port))
+      })
+    })
+    const child = spawn(process.execPath, [outfile], {
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        CTXO_DATA_DIR: dataDir,
+        CTXO_UPSTREAM_API_KEY: ""
+      },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    try {
+      let output = ""
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no start in 60 s:\n${output.slice(-2000)}`)), 60_000)
+        const read = (chunk: Buffer) => {
+          output = (output + chunk.toString()).slice(-20_000)
+          if (output.includes(`Listening on http://127.0.0.1:${port}`)) {
+            clearTimeout(timer)
+            resolve()
+          }
+        }
+        child.stdout.on("data", read)
+        child.stderr.on("data", read)
+        child.once("exit", (code) =>
+          reject(new Error(`the bundle exited (${code}):\n${output.slice(-2000)}`))
+        )
+      })
+      const call = (stream: boolean) =>
+        fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "gpt-4o", stream, messages: [{ role: "user", content: "hi" }] })
+        })
+      // Both at once: the second call waits for the pool the first one is loading.
+      const [json, streamed] = await Promise.all([call(false), call(true)])
+      const answer = (await json.json()) as { choices?: ReadonlyArray<{ message?: { content?: string } }> }
+      expect(json.status, JSON.stringify(answer)).toBe(200)
+      expect(answer.choices?.[0]?.message?.content).toContain("local model")
+      expect(streamed.status).toBe(200)
+      expect(await streamed.text()).toContain("data: [DONE]")
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((resolve) => child.once("exit", resolve))
+        child.kill("SIGTERM")
+        await exited
+      }
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }, 120_000)
 })

@@ -7,7 +7,8 @@ import { Layer, Logger, ManagedRuntime, MetricState, Option, Redacted } from "ef
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
 import { renderPrometheus } from "../src/Metrics.ts"
-import { app, layerTest } from "../src/Server.ts"
+import { app } from "../src/Server.ts"
+import { layerTest } from "../src/ServerTest.ts"
 import { exampleData } from "./harness.ts"
 
 /** A gateway whose log lines are captured as `CTXO_LOG_FORMAT=json` writes them: one JSON object each. */

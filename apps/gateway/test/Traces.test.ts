@@ -17,7 +17,8 @@ import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@o
 import { ConfigProvider, Layer, Logger, LogLevel, ManagedRuntime, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
-import { app, layerTest } from "../src/Server.ts"
+import { app } from "../src/Server.ts"
+import { layerTest } from "../src/ServerTest.ts"
 import * as Telemetry from "../src/Telemetry.ts"
 import { exampleData } from "./harness.ts"
 

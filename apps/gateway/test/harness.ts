@@ -11,7 +11,8 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import { Effect, Either, Layer, Logger, LogLevel, ManagedRuntime, Option, Stream } from "effect"
 import { expect } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
-import { app, layerTest } from "../src/Server.ts"
+import { app } from "../src/Server.ts"
+import { layerTest } from "../src/ServerTest.ts"
 
 export const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
 

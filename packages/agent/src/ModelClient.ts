@@ -17,7 +17,7 @@ import type { IncomingHttpHeaders } from "node:http"
 import type { OpenAIMessage } from "@ctxo/compiler/Render"
 import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
 import { Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
-import { Agent, type Dispatcher } from "undici"
+import type { Dispatcher } from "undici"
 import { type Reply, startFakeUpstream } from "./FakeUpstream.ts"
 
 /**
@@ -294,7 +294,7 @@ const HIGH_WATER = 1 << 20
  * `timeout`. `close` aborts it unless its body was read to its end (then its connection is kept).
  */
 const exchange = (
-  dispatcher: Dispatcher,
+  dispatcher: Dispatcher | Promise<Dispatcher>,
   url: URL,
   headers: Readonly<Record<string, string>>,
   body: string,
@@ -409,10 +409,22 @@ const exchange = (
     }
   }
   arm()
-  dispatcher.dispatch(
-    { origin: url.origin, path: `${url.pathname}${url.search}`, method: "POST", headers, body },
-    handler
-  )
+  const dispatch = (to: Dispatcher) => {
+    to.dispatch(
+      { origin: url.origin, path: `${url.pathname}${url.search}`, method: "POST", headers, body },
+      handler
+    )
+  }
+  // The pool while undici loads (the process's first call): the request goes out once it has, unless
+  // the call failed meanwhile (a deadline, a stop).
+  if (dispatcher instanceof Promise)
+    dispatcher.then(
+      (to) => {
+        if (failure === undefined) dispatch(to)
+      },
+      (error: unknown) => fail(toUpstreamError(error))
+    )
+  else dispatch(dispatcher)
   const wait = <A extends Head | Buffer | undefined>(what: "head" | "body") =>
     new Promise<A>((resolve, reject) => {
       waitingFor = what
@@ -553,14 +565,25 @@ const sseSplitter = () => {
  * do not hold the process open.
  */
 let pool: Dispatcher | undefined
-const sharedPool = (): Dispatcher => {
-  pool ??= new Agent({
-    connections: 256,
-    // The call's deadlines bound every step; undici's own timers stay out of their way.
-    headersTimeout: 0,
-    bodyTimeout: 0
+let loading: Promise<Dispatcher> | undefined
+/**
+ * The pool, or the promise of it while undici loads: undici (a megabyte of the gateway's bundle) is
+ * imported at the process's first call, not at its start, which a first compile does not wait for.
+ */
+const sharedPool = (): Dispatcher | Promise<Dispatcher> => {
+  if (pool !== undefined) return pool
+  loading ??= import("undici").then((undici) => {
+    // Named under Node's ESM loader; under `default` in the gateway's bundle (undici is CommonJS).
+    const { Agent } = "Agent" in undici ? undici : (undici as { readonly default: typeof undici }).default
+    pool = new Agent({
+      connections: 256,
+      // The call's deadlines bound every step; undici's own timers stay out of their way.
+      headersTimeout: 0,
+      bodyTimeout: 0
+    })
+    return pool
   })
-  return pool
+  return loading
 }
 
 /**
@@ -572,7 +595,8 @@ export const make = (
   endpoint: Endpoint,
   upstream: string,
   deadlines: Deadlines,
-  dispatcher: Dispatcher = sharedPool()
+  /** The connection pool (default: the process's, made at the first call). */
+  dispatcher?: Dispatcher
 ): Service => {
   const base = endpoint.baseURL.replace(/\/+$/, "")
   const url = new URL(`${base}/chat/completions`)
@@ -596,7 +620,13 @@ export const make = (
    * when it answered an error status (its body read whole).
    */
   const send = (body: RawBody, stream: boolean) => {
-    const call = exchange(dispatcher, url, headers, JSON.stringify({ ...body, stream }), deadlines)
+    const call = exchange(
+      dispatcher ?? sharedPool(),
+      url,
+      headers,
+      JSON.stringify({ ...body, stream }),
+      deadlines
+    )
     const started = async (): Promise<Head> => {
       const head = await call.head()
       if (head.status < 200 || head.status >= 300)
@@ -883,7 +913,6 @@ export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
   Layer.scoped(
     ModelClient,
     Effect.gen(function* () {
-      const pool = sharedPool()
       const deadlines: Deadlines = {
         totalMs: options.timeoutMs,
         firstByteMs: Math.min(options.firstByteMs ?? options.timeoutMs, options.timeoutMs),
@@ -898,20 +927,17 @@ export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
             baseURL: u.baseUrl
           },
           u.baseUrl,
-          deadlines,
-          pool
+          deadlines
         )
       }))
       const single = (service: Service) => routed(named, { name: "default", service })
       if (Option.isSome(options.apiKey)) {
         const baseURL = Option.getOrElse(options.baseUrl, () => "https://api.openai.com/v1")
-        return single(
-          make({ apiKey: Redacted.value(options.apiKey.value), baseURL }, baseURL, deadlines, pool)
-        )
+        return single(make({ apiKey: Redacted.value(options.apiKey.value), baseURL }, baseURL, deadlines))
       }
       if (Option.isSome(options.baseUrl)) {
         const baseURL = options.baseUrl.value
-        return single(make({ apiKey: "none", baseURL }, baseURL, deadlines, pool))
+        return single(make({ apiKey: "none", baseURL }, baseURL, deadlines))
       }
       // Named upstreams only: the first is the default.
       if (named.length > 0) return routed(named, named[0]!)
@@ -928,7 +954,7 @@ export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
       yield* Effect.logInfo(
         `No upstream API key: answering with the local deterministic model at ${fake.url}${local.script === undefined ? "" : ` (${local.script.length} scripted replies first)`}`
       )
-      return single(make({ apiKey: "none", baseURL: fake.url }, `local (${fake.url})`, deadlines, pool))
+      return single(make({ apiKey: "none", baseURL: fake.url }, `local (${fake.url})`, deadlines))
     })
   )
 
