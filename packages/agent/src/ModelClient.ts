@@ -420,7 +420,12 @@ const exchange = (
   if (dispatcher instanceof Promise)
     dispatcher.then(
       (to) => {
-        if (failure === undefined) dispatch(to)
+        if (failure !== undefined) return
+        try {
+          dispatch(to)
+        } catch (error) {
+          fail(toUpstreamError(error))
+        }
       },
       (error: unknown) => fail(toUpstreamError(error))
     )
@@ -583,6 +588,10 @@ const sharedPool = (): Dispatcher | Promise<Dispatcher> => {
     })
     return pool
   })
+  // A failed import is tried again by the next call.
+  loading.catch(() => {
+    loading = undefined
+  })
   return loading
 }
 
@@ -595,8 +604,8 @@ export const make = (
   endpoint: Endpoint,
   upstream: string,
   deadlines: Deadlines,
-  /** The connection pool (default: the process's, made at the first call). */
-  dispatcher?: Dispatcher
+  /** The connection pool, or its promise (default: the process's, made at the first call). */
+  dispatcher?: Dispatcher | Promise<Dispatcher>
 ): Service => {
   const base = endpoint.baseURL.replace(/\/+$/, "")
   const url = new URL(`${base}/chat/completions`)

@@ -1,6 +1,7 @@
 import { createServer } from "node:http"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Fiber, Option, Stream } from "effect"
+import { Agent } from "undici"
 import { type FakeUpstream, type Reply, startFakeUpstream } from "../src/FakeUpstream.ts"
 import * as ModelClient from "../src/ModelClient.ts"
 
@@ -233,5 +234,54 @@ describe("ModelClient reads Server-Sent Events as the upstream wrote them", () =
         assert.deepStrictEqual({ kind: error.kind, status: error.status }, { kind: "status", status: 307 })
       })
     )
+  )
+})
+
+// The process's pool is made at its first call (undici is imported then): a call made while the
+// pool is not there yet goes out once it is, and one stopped meanwhile never goes out.
+describe("ModelClient while its connection pool loads", () => {
+  /** A pool handed over when the test says so. */
+  const pending = () => {
+    let give: (pool: Agent) => void = () => {}
+    const promise = new Promise<Agent>((resolve) => {
+      give = resolve
+    })
+    return { promise, give: () => give(new Agent({ headersTimeout: 0, bodyTimeout: 0 })) }
+  }
+  const clientWith = (pool: Promise<Agent>) =>
+    ModelClient.make(
+      { apiKey: "none", baseURL: fake.url },
+      fake.url,
+      { totalMs: deadlines.timeoutMs, firstByteMs: deadlines.firstByteMs, idleMs: deadlines.idleMs },
+      pool
+    )
+
+  it.live("sends a call made meanwhile once the pool is there, and answers it", () =>
+    Effect.gen(function* () {
+      fake.script({ type: "text", text: "Pooled." })
+      const pool = pending()
+      const fiber = yield* Effect.fork(clientWith(pool.promise).passthrough(body))
+      yield* Effect.sleep("50 millis")
+      assert.strictEqual(fake.requests.length, 0)
+      pool.give()
+      const answer = (yield* Fiber.join(fiber)) as {
+        readonly choices: ReadonlyArray<{ readonly message: { readonly content: string } }>
+      }
+      assert.strictEqual(answer.choices[0]?.message.content, "Pooled.")
+      assert.strictEqual(fake.requests.length, 1)
+    }).pipe(withFake)
+  )
+
+  it.live("never sends a call stopped before the pool is there", () =>
+    Effect.gen(function* () {
+      const pool = pending()
+      const fiber = yield* Effect.fork(clientWith(pool.promise).passthrough(body))
+      yield* Effect.sleep("20 millis")
+      yield* Fiber.interrupt(fiber)
+      pool.give()
+      yield* Effect.sleep("100 millis")
+      assert.strictEqual(fake.requests.length, 0)
+      assert.strictEqual(fake.inFlight(), 0)
+    }).pipe(withFake)
   )
 })
