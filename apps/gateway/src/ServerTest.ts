@@ -1,7 +1,9 @@
 /**
  * What `NodeHttpServer.layerTest` is, for the gateway's server: it listens on a free port of
- * 127.0.0.1 with its lane, and an `HttpClient` sends requests to it (the gateway's tests, the eval gate's gateway suite). A module
- * of its own: the client it provides is undici's, which the gateway's start does not load.
+ * 127.0.0.1 with its lane, and an `HttpClient` sends requests to it (the gateway's tests, the eval
+ * gate's gateway suite). A module of its own: the client is @effect/platform-node's
+ * `NodeHttpClient` (over node:http), whose modules import undici, and the gateway's bundle leaves
+ * undici out of its start only while nothing the start imports keeps them.
  */
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"

@@ -1,13 +1,14 @@
 /**
  * The bundle `pnpm start` runs (`dist/main.js` and the chunks beside it): what a gateway on the file
  * store parses at start. The PostgreSQL store and its driver, the OpenTelemetry SDK, the openai SDK
- * (summaries and embeddings), RE2 (the search tool) and undici (the upstream's connection pool, a
- * megabyte: 50-60 ms of a start here) are chunks of their own, loaded when a configuration or a
- * first call asks for them (each is a fifth of a second of parsing and evaluation at start on this
- * machine, together). A static import of any of them from the start's modules fails this test,
- * naming the file; and the bundle, started, answers a model call through the pool it loads then.
+ * (summaries and embeddings) and RE2 (the search tool) are chunks of their own, loaded when a
+ * configuration or a first call asks for them (together a fifth of a second of parsing and
+ * evaluation at start on this machine), and so is undici (the upstream's connection pool, a
+ * megabyte: 80-90 ms of a start here). A static import of any of them from the start's modules
+ * fails this test, naming the file; and the bundle, started, answers a model call through the pool
+ * it loads then.
  */
-import { spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
@@ -86,45 +87,58 @@ describe("the gateway's bundle", () => {
 
   it("answers a model call, JSON and streamed, through the pool it loads at the first call", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "ctxo-bundle-test-"))
-    cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), dataDir, { recursive: true })
-    const port = await new Promise<number>((resolve) => {
-      const server = createServer().listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as { readonly port: number }
-        server.close(() => resolve(port))
-      })
-    })
-    const child = spawn(process.execPath, [outfile], {
-      env: {
-        ...process.env,
-        PORT: String(port),
-        HOST: "127.0.0.1",
-        CTXO_DATA_DIR: dataDir,
-        CTXO_UPSTREAM_API_KEY: ""
-      },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
+    let child: ChildProcess | undefined
     try {
+      cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), dataDir, { recursive: true })
+      // The gateway's defaults and the local model: none of this machine's CTXO_ settings (keys, an
+      // upstream, another store), on a free port.
+      const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("CTXO_")))
+      const free = await new Promise<number>((resolve, reject) => {
+        const server = createServer()
+        server.once("error", reject)
+        server.listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as { readonly port: number }
+          server.close(() => resolve(port))
+        })
+      })
+      const started = spawn(process.execPath, [outfile], {
+        env: {
+          ...env,
+          PORT: String(free),
+          HOST: "127.0.0.1",
+          CTXO_DATA_DIR: dataDir,
+          CTXO_UPSTREAM_TIMEOUT_MS: "15000"
+        },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      child = started
       let output = ""
-      await new Promise<void>((resolve, reject) => {
+      const port = await new Promise<number>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`no start in 60 s:\n${output.slice(-2000)}`)), 60_000)
         const read = (chunk: Buffer) => {
           output = (output + chunk.toString()).slice(-20_000)
-          if (output.includes(`Listening on http://127.0.0.1:${port}`)) {
+          if (output.includes(`Listening on http://127.0.0.1:${free}`)) {
             clearTimeout(timer)
-            resolve()
+            resolve(free)
           }
         }
-        child.stdout.on("data", read)
-        child.stderr.on("data", read)
-        child.once("exit", (code) =>
+        started.stdout!.on("data", read)
+        started.stderr!.on("data", read)
+        started.once("error", (error) => {
+          clearTimeout(timer)
+          reject(error)
+        })
+        started.once("exit", (code) => {
+          clearTimeout(timer)
           reject(new Error(`the bundle exited (${code}):\n${output.slice(-2000)}`))
-        )
+        })
       })
       const call = (stream: boolean) =>
         fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ model: "gpt-4o", stream, messages: [{ role: "user", content: "hi" }] })
+          body: JSON.stringify({ model: "gpt-4o", stream, messages: [{ role: "user", content: "hi" }] }),
+          signal: AbortSignal.timeout(30_000)
         })
       // Both at once: the second call waits for the pool the first one is loading.
       const [json, streamed] = await Promise.all([call(false), call(true)])
@@ -134,10 +148,13 @@ describe("the gateway's bundle", () => {
       expect(streamed.status).toBe(200)
       expect(await streamed.text()).toContain("data: [DONE]")
     } finally {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((resolve) => child.once("exit", resolve))
-        child.kill("SIGTERM")
+      const running = child
+      if (running !== undefined && running.exitCode === null && running.signalCode === null) {
+        const exited = new Promise((resolve) => running.once("exit", resolve))
+        running.kill("SIGTERM")
+        const killer = setTimeout(() => running.kill("SIGKILL"), 10_000)
         await exited
+        clearTimeout(killer)
       }
       rmSync(dataDir, { recursive: true, force: true })
     }
