@@ -42,6 +42,9 @@ const turns: Array<number> = []
 const floors: Array<number> = []
 const compiles: Array<number> = []
 const shortTurns: Array<number> = []
+/** The messages in each timed turn's request, of either session (both grow as they are timed). */
+const sizes: Array<number> = []
+const shortSizes: Array<number> = []
 const split = { before: [] as Array<number>, model: [] as Array<number>, after: [] as Array<number> }
 let turnCpu = 0
 for (let r = 0; r < rounds; r++)
@@ -50,6 +53,7 @@ for (let r = 0; r < rounds; r++)
     await timed(turn, turns)
     const used = process.cpuUsage(cpu)
     turnCpu += (used.user + used.system) / 1000
+    sizes.push(messageCount())
     const { before, model, after } = phases()
     split.before.push(before)
     split.model.push(model)
@@ -57,9 +61,9 @@ for (let r = 0; r < rounds; r++)
     await timed(floor, floors)
     await timed(compile, compiles)
     await timed(short.turn, shortTurns)
+    shortSizes.push(short.messages())
   }
 const messages = messageCount()
-const shortMessages = short.messages()
 const ms = (n: number) => `${n.toFixed(2)} ms`
 console.log(
   `turn bench: ${turns.length} turns of a session warmed to ${WARM_TURNS} (${messages} messages in its request at the end), interleaved with the floor and the compile; Node ${process.version}`
@@ -79,10 +83,13 @@ console.log(
 console.log(
   `  where the turn goes (p50 of each part): before the model's call (lock, history, input recorded, compile) ${ms(quantile(split.before, 0.5))}; the call (the request serialized) ${ms(quantile(split.model, 0.5))}; after it (answer recorded and made durable, memory promoted, lock released) ${ms(quantile(split.after, 0.5))}`
 )
+// The line through the two medians: each session's median turn against its median request size.
 const longer = quantile(turns, 0.5) - quantile(shortTurns, 0.5)
-const perMessage = longer / Math.max(1, messages - shortMessages)
+const size = quantile(sizes, 0.5)
+const gap = size - quantile(shortSizes, 0.5)
+const perMessage = longer / Math.max(1, gap)
 console.log(
-  `  the same turns in a session warmed to ${SHORT_TURNS} turns (${shortMessages} messages in its request at the end, ${messages - shortMessages} fewer all along) p50 ${ms(quantile(shortTurns, 0.5))}, ${(quantile(shortTurns, 0.5) / quantile(turns, 0.5)).toFixed(2)}x: a message of history costs a turn ${(perMessage * 1000).toFixed(2)} µs, and a turn pays about ${ms(quantile(turns, 0.5) - perMessage * messages)} whatever its history (a straight line through the two)`
+  `  the same turns in a session warmed to ${SHORT_TURNS} turns instead (${gap} messages fewer all along; medians ${quantile(shortSizes, 0.5)} and ${size} messages a request) p50 ${ms(quantile(shortTurns, 0.5))}, ${(quantile(shortTurns, 0.5) / quantile(turns, 0.5)).toFixed(2)}x: a message of history costs a turn ${(perMessage * 1000).toFixed(2)} µs, and a turn pays about ${ms(quantile(turns, 0.5) - perMessage * size)} whatever its history (a straight line through the two medians)`
 )
 await short.dispose()
 await dispose()
