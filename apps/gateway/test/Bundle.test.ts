@@ -8,14 +8,11 @@
  * fails this test, naming the file; and the bundle, started, answers a model call through the pool
  * it loads then.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
+import { existsSync, readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { beforeAll, describe, expect, it } from "vitest"
 import { ensureBuilt, outfile } from "../build.mjs"
+import { spawnGateway } from "./spawned.ts"
 
 beforeAll(async () => {
   await ensureBuilt()
@@ -86,55 +83,10 @@ describe("the gateway's bundle", () => {
   })
 
   it("answers a model call, JSON and streamed, through the pool it loads at the first call", async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "ctxo-bundle-test-"))
-    let child: ChildProcess | undefined
+    const gateway = await spawnGateway({ entry: outfile, env: { CTXO_UPSTREAM_TIMEOUT_MS: "15000" } })
     try {
-      cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), dataDir, { recursive: true })
-      // The gateway's defaults and the local model: none of this machine's CTXO_ settings (keys, an
-      // upstream, another store), on a free port.
-      const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("CTXO_")))
-      const free = await new Promise<number>((resolve, reject) => {
-        const server = createServer()
-        server.once("error", reject)
-        server.listen(0, "127.0.0.1", () => {
-          const { port } = server.address() as { readonly port: number }
-          server.close(() => resolve(port))
-        })
-      })
-      const started = spawn(process.execPath, [outfile], {
-        env: {
-          ...env,
-          PORT: String(free),
-          HOST: "127.0.0.1",
-          CTXO_DATA_DIR: dataDir,
-          CTXO_UPSTREAM_TIMEOUT_MS: "15000"
-        },
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      child = started
-      let output = ""
-      const port = await new Promise<number>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no start in 60 s:\n${output.slice(-2000)}`)), 60_000)
-        const read = (chunk: Buffer) => {
-          output = (output + chunk.toString()).slice(-20_000)
-          if (output.includes(`Listening on http://127.0.0.1:${free}`)) {
-            clearTimeout(timer)
-            resolve(free)
-          }
-        }
-        started.stdout!.on("data", read)
-        started.stderr!.on("data", read)
-        started.once("error", (error) => {
-          clearTimeout(timer)
-          reject(error)
-        })
-        started.once("exit", (code) => {
-          clearTimeout(timer)
-          reject(new Error(`the bundle exited (${code}):\n${output.slice(-2000)}`))
-        })
-      })
       const call = (stream: boolean) =>
-        fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        fetch(`${gateway.baseUrl}/v1/chat/completions`, {
           method: "POST",
           headers: { "content-type": "application/json" },
           body: JSON.stringify({ model: "gpt-4o", stream, messages: [{ role: "user", content: "hi" }] }),
@@ -148,15 +100,7 @@ describe("the gateway's bundle", () => {
       expect(streamed.status).toBe(200)
       expect(await streamed.text()).toContain("data: [DONE]")
     } finally {
-      const running = child
-      if (running !== undefined && running.exitCode === null && running.signalCode === null) {
-        const exited = new Promise((resolve) => running.once("exit", resolve))
-        running.kill("SIGTERM")
-        const killer = setTimeout(() => running.kill("SIGKILL"), 10_000)
-        await exited
-        clearTimeout(killer)
-      }
-      rmSync(dataDir, { recursive: true, force: true })
+      await gateway.stop()
     }
   }, 120_000)
 })
