@@ -30,6 +30,7 @@ import { fileURLToPath } from "node:url"
 import { Agent, request } from "undici"
 import { ensureBuilt as ensureCliBuilt } from "../../cli/build.mjs"
 import { ensureBuilt } from "../build.mjs"
+import { freePort } from "../test/spawned.ts"
 
 const rounds = Number(process.env.CTXO_BENCH_ROUNDS ?? 5)
 const sequential = rounds * 40
@@ -66,16 +67,6 @@ const startScript = (file: string, env: Record<string, string> = {}) =>
       if (line.startsWith("ready ")) resolve({ child, url: line.slice(6) })
     })
   })
-
-const freePort = async () => {
-  const { createServer } = await import("node:net")
-  return new Promise<number>((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
-}
 
 const dispatcher = new Agent({ connections: 128, keepAliveTimeout: 60_000 })
 

@@ -12,13 +12,13 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { cpSync, mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as TestDatabase from "@ctxo/store-pg/TestDatabase"
 import { Agent, request } from "undici"
 import { ensureBuilt, outfile } from "../build.mjs"
+import { freePort } from "../test/spawned.ts"
 
 const rounds = Number(process.env.CTXO_BENCH_ROUNDS ?? 5)
 const SESSIONS = 8
@@ -32,14 +32,6 @@ const stopAll = () => {
   for (const f of folders) rmSync(f, { recursive: true, force: true })
 }
 process.on("exit", stopAll)
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resolve(port))
-    })
-  })
 
 const dispatcher = new Agent({ connections: 64, keepAliveTimeout: 60_000 })
 

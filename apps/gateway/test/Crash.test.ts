@@ -10,7 +10,6 @@ import {
   statSync,
   writeFileSync
 } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { basename, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -20,15 +19,7 @@ import { readJournal } from "@ctxo/store/HistoryJournal"
 import { Either, Schema } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { exampleData, historyText } from "./harness.ts"
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as { port: number }).port
-      server.close(() => resolve(port))
-    })
-  })
+import { freePort } from "./spawned.ts"
 
 const children: Array<ChildProcess> = []
 const folders: Array<string> = []

@@ -9,21 +9,12 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as TestDatabase from "@ctxo/store-pg/TestDatabase"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ensureBuilt, outfile } from "../build.mjs"
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as { port: number }).port
-      server.close(() => resolve(port))
-    })
-  })
+import { freePort } from "./spawned.ts"
 
 let database: TestDatabase.TestDatabase
 const children: Array<ChildProcess> = []

@@ -1,7 +1,6 @@
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import type { ChatEvent } from "@ctxo/agent/Agent"
 import { type FakeUpstream, startFakeUpstream } from "@ctxo/agent/FakeUpstream"
 import { foldHistoryText } from "@ctxo/store/HistoryJournal"
@@ -13,8 +12,9 @@ import { expect } from "vitest"
 import * as GatewayConfig from "../src/GatewayConfig.ts"
 import { app } from "../src/Server.ts"
 import { layerTest } from "../src/ServerTest.ts"
+import { exampleData } from "./spawned.ts"
 
-export const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
+export { exampleData }
 
 const textIfAny = (file: string) => (existsSync(file) ? readFileSync(file, "utf8") : undefined)
 

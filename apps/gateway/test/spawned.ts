@@ -15,7 +15,8 @@ import { fileURLToPath } from "node:url"
 
 export const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
 
-const freePort = () =>
+/** A port of 127.0.0.1 free a moment ago. */
+export const freePort = (): Promise<number> =>
   new Promise<number>((resolve, reject) => {
     const server = createServer()
     server.once("error", reject)
