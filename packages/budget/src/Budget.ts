@@ -126,11 +126,16 @@ export const fitBudget = <U extends Unit>(
     order
   })
 
-  const included = new Set(repaired.included)
+  // The included units are a subsequence of the request's order: walked beside it, no set of them.
+  const kept = repaired.included
+  let next = 0
   const droppedByRepair = new Set(repaired.repairs.filter((r) => r.action === "dropped").map((r) => r.unit))
   const units: Array<UnitLedger> = order.map((u) => {
     const source = u.source
-    if (included.has(u)) return ledgerRow(u, "included", counter.method)
+    if (kept[next] === u) {
+      next++
+      return ledgerRow(u, "included", counter.method)
+    }
     const reason = droppedByRepair.has(u.id)
       ? "dropped when the assembled request was counted whole"
       : off.has(source)

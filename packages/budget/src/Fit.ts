@@ -128,6 +128,7 @@ export interface RepairResult<U extends Unit> {
  * lowest-priority droppable unit (ties: the last one). Then refill: candidates in priority order
  * (the ones just dropped and any `candidates` whose own tokens fit the slack) are added back when
  * the whole still fits (at most `maxRefills` attempts: each one counts the whole request).
+ * `included` holds distinct units; a request that fits with nothing to refill comes back as given.
  */
 export const repair = <U extends Unit>(options: {
   readonly included: ReadonlyArray<U>
@@ -155,13 +156,26 @@ export const repair = <U extends Unit>(options: {
     const at = order()
     return [...list].sort((a, b) => at.get(a)! - at.get(b)!)
   }
+  const distinct = (list: ReadonlyArray<U>) => (list.length < 2 ? list : [...new Set(list)])
+  let total = options.countTotal(options.included)
+  // A request that fits as packed, with no candidate small enough for the slack (most compiles of a
+  // session): counted once, its units handed back as given.
+  if (total <= options.limit && candidates.every((u) => u.tokens > options.limit - total)) {
+    const left = distinct(candidates)
+    return {
+      included: options.included,
+      dropped: left.length < 2 ? left : sorted(left),
+      total,
+      fits: true,
+      repairs: []
+    }
+  }
   const included = new Set(options.included)
   /** Whether `included` still iterates in order: a drop keeps the order of the rest, a refill does not. */
   let inOrder = true
   const current = () => (inOrder ? [...included] : sorted(included))
   const repairs: Array<RepairResult<U>["repairs"][number]> = []
   const droppedHere: Array<U> = []
-  let total = options.countTotal([...included])
 
   while (total > options.limit) {
     let victim: U | undefined
@@ -199,9 +213,8 @@ export const repair = <U extends Unit>(options: {
     }
   }
   const final = current()
-  const left = [...droppedHere, ...candidates].filter((u) => !included.has(u))
-  const dropped = left.length === 0 ? left : sorted(left)
-  return { included: final, dropped: [...new Set(dropped)], total, fits, repairs }
+  const left = distinct([...droppedHere, ...candidates].filter((u) => !included.has(u)))
+  return { included: final, dropped: left.length < 2 ? left : sorted(left), total, fits, repairs }
 }
 
 /** What `fitByPriority` needs of a unit; a `Unit` is one. */

@@ -121,6 +121,40 @@ describe("repair", () => {
     ])
   })
 
+  it("counts a request that fits once when no candidate fits the slack, and still refills one that does", () => {
+    const units = [unit("system", 10, { required: true }), unit("turn", 10, { priority: 1 })]
+    const late = unit("late", 30, { priority: 2 })
+    const early = unit("early", 40, { priority: 0 })
+    const order = [early, ...units, late]
+    let counts = 0
+    const counting = (included: ReadonlyArray<Unit>) => {
+      counts++
+      return countTotal(included)
+    }
+    // 22 of 40 used: neither candidate fits the 18 left. Dropped ones come back in the request's order.
+    const fits = repair({
+      included: units,
+      candidates: [late, early, late],
+      limit: 40,
+      countTotal: counting,
+      order
+    })
+    expect([fits.total, fits.fits, counts, fits.repairs]).toEqual([22, true, 1, []])
+    expect(fits.included).toBe(units)
+    expect(fits.dropped.map((u) => u.id)).toEqual(["early", "late"])
+    // With room for the late one, it is counted with the rest and kept in its place.
+    counts = 0
+    const refilled = repair({
+      included: units,
+      candidates: [late, early],
+      limit: 60,
+      countTotal: counting,
+      order
+    })
+    expect(refilled.included.map((u) => u.id)).toEqual(["system", "turn", "late"])
+    expect([refilled.total, counts, refilled.dropped.map((u) => u.id)]).toEqual([54, 2, ["early"]])
+  })
+
   it("never drops a required unit and says when it cannot fit", () => {
     const result = repair({ included: [unit("system", 80, { required: true })], limit: 50, countTotal })
     expect([result.fits, result.included.length, result.total]).toEqual([false, 1, 80])
