@@ -81,6 +81,8 @@ const recallTextOf = turnWords
 /** Fraction of the history grant a cut over summarized turns keeps (hysteresis). */
 const CUT_RATIO = 0.8
 
+/** The flags of a required turn unit (one object: asked for every turn of every plan). */
+const REQUIRED = { required: true } as const
 const isPinned = (t: Turn) => t.messages.some((m) => m.meta.pinned === true)
 const sum = (units: ReadonlyArray<{ readonly tokens: number }>) => units.reduce((n, u) => n + u.tokens, 0)
 
@@ -148,11 +150,11 @@ export const selectBlocks = (options: {
   const baseTokens = sum(systemUnits) + sum(inputUnits) + sum(rulesUnits) + sum(clientTools)
   const reduced = (t: Turn) => reduceTurn(t, { historyFile: history.file })
   // Pinned turns whole, or reduced when whole they would leave less of history covered.
-  const pinnedWhole = pinnedTurns.map((t) => counting.turn(t, "pinned_history", { required: true }))
+  const pinnedWhole = pinnedTurns.map((t) => counting.turn(t, "pinned_history", REQUIRED))
   const pinnedReduced = pinnedTurns.map((t) => {
     const r = reduced(t)
     return r === t
-      ? counting.turn(t, "pinned_history", { required: true })
+      ? counting.turn(t, "pinned_history", REQUIRED)
       : counting.turn(r, "pinned_history", { required: true, reduced: true })
   })
   let pinnedUnits: ReadonlyArray<CompileUnit> = pinnedWhole
@@ -213,7 +215,13 @@ export const selectBlocks = (options: {
   // Turns as units: whole (the counting keeps a turn's unit from compile to compile), and reduced,
   // made once per compile when asked; required as the plan shows them (the plan chooses which).
   const reducedUnits = new Map<Turn, CompileUnit>()
-  const wholeOf = (t: Turn) => counting.turn(t, "recent_history", { required: true })
+  const wholeOf = (t: Turn) => counting.turn(t, "recent_history", REQUIRED)
+  /** Tokens of these turns whole (each unit kept by the counting: summed, no list of them made). */
+  const wholeTokens = (turns: ReadonlyArray<Turn>) => {
+    let n = 0
+    for (const t of turns) n += wholeOf(t).tokens
+    return n
+  }
   /** A turn's smallest form: reduced, unless its placeholders take more than the results they replace. */
   const reducedOf = (t: Turn) => {
     let u = reducedUnits.get(t)
@@ -354,7 +362,7 @@ export const selectBlocks = (options: {
       if (previousStart !== undefined && candidates.some((t) => t.turn >= previousStart)) {
         // The previous cut over summarized turns, kept while what follows it fits whole.
         const kept = candidates.filter((t) => t.turn >= previousStart)
-        const keptWhole = sum(kept.map(wholeOf))
+        const keptWhole = wholeTokens(kept)
         if (
           kept.length < candidates.length &&
           candidates.filter((t) => t.turn < previousStart).every(covered) &&
@@ -362,7 +370,7 @@ export const selectBlocks = (options: {
         )
           candidates = kept
       }
-      const askWhole = sum(candidates.map(wholeOf))
+      const askWhole = wholeTokens(candidates)
       const allWhole = askWhole <= Math.min(room - used, historyGrant(used + noteReserve, askWhole))
       // 2. the turns, contiguous from the newest: all whole when they fit the history's grant, else
       // as many as fit reduced (a turn no shown summary covers is never cut while it fits so).
