@@ -19,7 +19,7 @@ import { messageText } from "@ctxo/history/Compaction"
 import type { HistoryCorrupt } from "@ctxo/history/HistoryErrors"
 import { decodeHistoryText } from "@ctxo/history/HistoryFormat"
 import type { HistoryView } from "@ctxo/history/HistoryView"
-import { historyView } from "@ctxo/history/HistoryView"
+import { grownView, type ViewState } from "@ctxo/history/HistoryView"
 import type { HistoryDocument, Message } from "@ctxo/history/Message"
 import type { Turn } from "@ctxo/history/Turns"
 import { Context, type Either, Layer } from "effect"
@@ -181,9 +181,25 @@ export const make = (): Service => {
     sameText
   )
   const sameTurns = internTurns()
+  // A session's last view by its history's first message (the same object in every document the
+  // session's history grows to): the next document's view starts where it ended (`grownView`).
+  // Its turns kept (interned) too: the leading turns a grown view shares with it are those, and only
+  // the turns after them are looked up.
+  const lastViews = new WeakMap<Message, { readonly state: ViewState; readonly turns: ReadonlyArray<Turn> }>()
   const views = memoByObject((doc: HistoryDocument) => {
-    const view = historyView(doc)
-    return { ...view, turns: sameTurns(view.turns) }
+    const first = doc.messages[0]
+    const last = first === undefined ? undefined : lastViews.get(first)
+    const state = grownView(doc, last?.state)
+    const grown = state.view.turns
+    let shared = 0
+    if (last !== undefined) {
+      const before = last.state.view.turns
+      while (shared < grown.length && shared < before.length && grown[shared] === before[shared]) shared++
+    }
+    const turns =
+      shared === 0 ? sameTurns(grown) : last!.turns.slice(0, shared).concat(sameTurns(grown.slice(shared)))
+    if (first !== undefined) lastViews.set(first, { state, turns })
+    return { ...state.view, turns }
   })
   const archived = memoByObject((doc: HistoryDocument) => {
     const turns = new Set<number>()

@@ -277,6 +277,87 @@ export const historyView = (doc: HistoryDocument, options: ViewOptions = {}): Hi
 }
 
 /**
+ * A document's whole view (`historyView(doc)`, no options) with what the view of a document grown
+ * from it needs to start where it ended.
+ */
+export interface ViewState {
+  readonly doc: HistoryDocument
+  readonly view: HistoryView
+  /** Every tool call shown has its result among the shown messages (no interrupted result put in). */
+  readonly answered: boolean
+  /**
+   * The calls of dismissed tool results shown with no call in the document: a call of one of them
+   * recorded later changes that result's placeholder (never in a recorded history, whose results
+   * follow their calls).
+   */
+  readonly unmatched: ReadonlySet<string>
+}
+
+const noCalls: ReadonlySet<string> = new Set()
+
+/** Calls of the dismissed tool results among `messages` that no call of `all` makes. */
+const unmatchedOf = (messages: ReadonlyArray<Message>, all: ReadonlyArray<Message>, into?: Set<string>) => {
+  let out = into
+  for (const m of messages)
+    if (m.meta.dismissed !== undefined)
+      for (const p of m.parts)
+        if (p._tag === "tool-result" && callName(all, p.callId) === undefined) {
+          out ??= new Set()
+          out.add(p.callId)
+        }
+  return out
+}
+
+const wholeViewState = (doc: HistoryDocument): ViewState => {
+  const shown: Array<Message> = []
+  for (const m of doc.messages) if (m.meta.archivedBy === undefined) shown.push(curate(m, doc.messages))
+  const visible = answerDangling(shown)
+  return {
+    doc,
+    view: { summaries: doc.compression, olderSummaries: 0, messages: visible, turns: turnsOf(visible) },
+    answered: visible === shown,
+    unmatched: unmatchedOf(doc.messages, doc.messages) ?? noCalls
+  }
+}
+
+/**
+ * `historyView(doc)` (no options), started where `previous` ended when the document grew from its
+ * document at the end (the same message objects, then new ones, the same summaries), every call
+ * previously shown had its result and the new calls have theirs among the new messages: only the
+ * new messages are curated and grouped. Any other document is viewed whole. The same view either way.
+ */
+export const grownView = (doc: HistoryDocument, previous?: ViewState): ViewState => {
+  if (previous === undefined) return wholeViewState(doc)
+  if (previous.doc === doc) return previous
+  const before = previous.doc.messages
+  const now = doc.messages
+  if (!previous.answered || doc.compression !== previous.doc.compression || now.length < before.length)
+    return wholeViewState(doc)
+  for (let i = before.length - 1; i >= 0; i--) if (now[i] !== before[i]) return wholeViewState(doc)
+  const added = now.slice(before.length)
+  const tail: Array<Message> = []
+  for (const m of added) if (m.meta.archivedBy === undefined) tail.push(curate(m, now))
+  if (answerDangling(tail) !== tail) return wholeViewState(doc)
+  let unmatched = previous.unmatched
+  if (unmatched.size > 0 && added.some((m) => toolCallsOf(m).some((c) => unmatched.has(c.callId))))
+    return wholeViewState(doc)
+  if (added.some((m) => m.meta.dismissed !== undefined))
+    unmatched = unmatchedOf(added, now, new Set(unmatched)) ?? unmatched
+  const messages = tail.length === 0 ? previous.view.messages : previous.view.messages.concat(tail)
+  return {
+    doc,
+    view: {
+      summaries: doc.compression,
+      olderSummaries: 0,
+      messages,
+      turns: tail.length === 0 ? previous.view.turns : turnsOf(messages, previous.view.messages)
+    },
+    answered: true,
+    unmatched
+  }
+}
+
+/**
  * L3 as messages: the summaries shown, each a system message (the first one saying how many older
  * summaries are kept on file), then the visible history.
  */

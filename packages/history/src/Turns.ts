@@ -57,8 +57,19 @@ const wordsOfTurn = new WeakMap<Turn, string>()
  * that starts with one of them (the same message objects) is grouped from where that one ended,
  * its turns the same objects but the last, when it grew. The list returned is the caller's.
  */
-export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
-  const known = grouped.find((g) => startsWith(messages, g))
+export const turnsOf = (
+  messages: ReadonlyArray<Message>,
+  /**
+   * A list these messages grew from, when the caller knows it (a view grown from the previous
+   * one): its grouping is found by the list, however many others were grouped since.
+   */
+  grownFrom?: ReadonlyArray<Message>
+): Array<Turn> => {
+  const hinted = grownFrom === undefined ? undefined : byList.get(grownFrom)
+  const known =
+    hinted !== undefined && startsWith(messages, hinted)
+      ? hinted
+      : grouped.find((g) => startsWith(messages, g))
   if (known !== undefined) {
     const extended = extend(known, messages)
     if (extended !== undefined) return extended.slice()
@@ -94,9 +105,12 @@ interface Grouping {
 /** The last groupings, newest first. */
 const grouped: Array<Grouping> = []
 const GROUPINGS = 8
+/** Every grouping by its list, while the list lives (for a caller that names the list it grew from). */
+const byList = new WeakMap<ReadonlyArray<Message>, Grouping>()
 const remember = (g: Grouping) => {
   grouped.unshift(g)
   if (grouped.length > GROUPINGS) grouped.pop()
+  byList.set(g.messages, g)
 }
 const startsWith = (messages: ReadonlyArray<Message>, grouping: Grouping) => {
   const { messages: prefix, length } = grouping
