@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as Recorder from "@ctxo/history/Recorder"
 import * as MemoryStore from "@ctxo/store/MemoryStore"
 import * as Store from "@ctxo/store/Store"
 import { describe, expect, it } from "@effect/vitest"
@@ -102,6 +103,43 @@ describe("Memory: promotion and the session levels", () => {
       const root = mkdtempSync(join(tmpdir(), "ctxo-memory-sync-"))
       const store = Store.makeUnsafe(root)
       return syncs(store, layerOver(store)).pipe(
+        Effect.ensuring(Effect.sync(() => rmSync(root, { recursive: true, force: true })))
+      )
+    }
+  )
+
+  it.effect(
+    "promotes each turn that matters as the history grows turn by turn, and again after memory.json changed",
+    () => {
+      const root = mkdtempSync(join(tmpdir(), "ctxo-memory-grow-"))
+      const store = Store.makeUnsafe(root)
+      return Effect.gen(function* () {
+        yield* store.createSession({ id: "g", concept: "Growing" })
+        const memory = yield* Memory.Memory
+        const ids = (entries: ReadonlyArray<{ readonly id: string; readonly level: string }>) =>
+          entries.filter((e) => e.level === "L2").map((e) => e.id)
+        // Recorded as the turn engine records (each document grown from the last), synced after each.
+        const turn = (input: string, answer: string) =>
+          Effect.gen(function* () {
+            const began = yield* Recorder.startTurn("g", { input })
+            yield* Recorder.endTurn("g", began.turn, answer)
+            return ids(yield* memory.sync("g"))
+          })
+        for (let i = 1; i <= 12; i++) expect(yield* turn(`small talk ${i}`, "Sure.")).toEqual([])
+        expect(
+          yield* turn("Please remember: I prefer tabs over spaces and my team is Orion.", "Noted.")
+        ).toEqual(["L2:g:t13"])
+        for (let i = 14; i <= 20; i++) expect(yield* turn(`small talk ${i}`, "Sure.")).toEqual(["L2:g:t13"])
+        expect(yield* turn("We decided to ship v2.3 on 2026-12-01 after the freeze.", "Set.")).toEqual([
+          "L2:g:t13",
+          "L2:g:t21"
+        ])
+        // memory.json rewritten without an entry (another process): that turn is due again, once.
+        yield* store.updateMemory("g", (entries) => entries.filter((e) => e.id !== "L2:g:t13"))
+        expect(yield* turn("small talk 22", "Sure.")).toEqual(["L2:g:t21", "L2:g:t13"])
+        expect(yield* turn("small talk 23", "Sure.")).toEqual(["L2:g:t21", "L2:g:t13"])
+      }).pipe(
+        Effect.provide(layerOver(store)),
         Effect.ensuring(Effect.sync(() => rmSync(root, { recursive: true, force: true })))
       )
     }
