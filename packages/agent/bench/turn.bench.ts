@@ -15,7 +15,9 @@
  * p50 and p99 of each, and the turn's ratio to the floor. Then where a turn's time goes: split at
  * the model's call (before it, the call, after it), and the same turns of a second session warmed
  * to 20 turns only (interleaved in the same rounds), which shows how much of a turn grows with the
- * history and how much every turn pays whatever its length.
+ * history and how much every turn pays whatever its length. Last, by stage: the same turns of a
+ * third session warmed to 200 turns and run traced (interleaved too), each stage's time in a turn
+ * from its span (the gateway's traces have the same spans; tracing costs a little of each).
  */
 import { performance } from "node:perf_hooks"
 import { makeWarmSession } from "./warmSession.ts"
@@ -37,6 +39,8 @@ const timed = async (f: () => Promise<unknown>, into: Array<number>) => {
 
 const { turn, phases, compile, floor, messages: messageCount, dispose } = await makeWarmSession(WARM_TURNS)
 const short = await makeWarmSession(SHORT_TURNS)
+const traced = await makeWarmSession(WARM_TURNS, { stages: true })
+traced.clearStages()
 
 const turns: Array<number> = []
 const floors: Array<number> = []
@@ -46,6 +50,8 @@ const shortTurns: Array<number> = []
 const sizes: Array<number> = []
 const shortSizes: Array<number> = []
 const split = { before: [] as Array<number>, model: [] as Array<number>, after: [] as Array<number> }
+/** Each stage's time in each traced turn (the sum of its spans in that turn), by the span's name. */
+const stages = new Map<string, Array<number>>()
 let turnCpu = 0
 for (let r = 0; r < rounds; r++)
   for (let i = 0; i < PER_ROUND; i++) {
@@ -62,6 +68,16 @@ for (let r = 0; r < rounds; r++)
     await timed(compile, compiles)
     await timed(short.turn, shortTurns)
     shortSizes.push(short.messages())
+    await traced.turn()
+    for (const [name, spans] of traced.stages()) {
+      let list = stages.get(name)
+      if (list === undefined) {
+        list = []
+        stages.set(name, list)
+      }
+      list.push(spans.reduce((a, b) => a + b, 0))
+    }
+    traced.clearStages()
   }
 const messages = messageCount()
 const ms = (n: number) => `${n.toFixed(2)} ms`
@@ -91,5 +107,27 @@ const perMessage = longer / Math.max(1, gap)
 console.log(
   `  the same turns in a session warmed to ${SHORT_TURNS} turns instead (${gap} messages fewer all along; medians ${quantile(shortSizes, 0.5)} and ${size} messages a request) p50 ${ms(quantile(shortTurns, 0.5))}, ${(quantile(shortTurns, 0.5) / quantile(turns, 0.5)).toFixed(2)}x: a message of history costs a turn ${(perMessage * 1000).toFixed(2)} µs, and a turn pays about ${ms(quantile(turns, 0.5) - perMessage * size)} whatever its history (a straight line through the two medians)`
 )
+// By stage: p50 of each stage's time in a traced turn (a stage not in every turn: its p50 over the turns it ran in).
+const stage = (name: string) => {
+  const list = stages.get(name)
+  return list === undefined ? 0 : quantile(list, 0.5)
+}
+const tracedTurn = stage("TurnEngine.turn")
+const top = ["Store.lock", "Compaction.compact", "Recorder.startTurn", "Compiler.compile", "Recorder.endTurn"]
+const inCompile = [
+  "Compiler.resolveSources",
+  "Compiler.mergeReferences",
+  "Compiler.collect",
+  "Compiler.selectBlocks",
+  "Compiler.format",
+  "Compiler.emit"
+]
+const part = (name: string) =>
+  `${name.replace(/^\w+\./, "")} ${ms(stage(name))} (${((100 * stage(name)) / tracedTurn).toFixed(0)}%)`
+console.log(
+  `  by stage (the same turns of a third session warmed to ${WARM_TURNS}, traced; p50 of each stage's time in a turn): turn ${ms(tracedTurn)}; ${top.map(part).join(", ")}; the rest (the model's call, the wait for the input's fdatasync after the compile, memory promoted, the history's reads, the runtime between stages) ${ms(tracedTurn - top.reduce((n, name) => n + stage(name), 0))}`
+)
+console.log(`    the compile's stages: ${inCompile.map(part).join(", ")}`)
+await traced.dispose()
 await short.dispose()
 await dispose()

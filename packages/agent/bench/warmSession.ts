@@ -9,6 +9,9 @@
  * `phases` splits the last turn's time at the model's call: before it (the lock, the history read,
  * the input recorded, the compile), the call (the stub serializing the request) and after it (the
  * answer recorded and made durable, memory promoted, the lock released).
+ * With `stages`, its turns run traced, through a tracer that keeps each span's duration by name
+ * (`stages()`: the turn's own span, the lock's wait, compaction's check, the input and the answer
+ * recorded, the compile and each of its stages): where a turn goes, as the gateway's traces show it.
  */
 import { cpSync, mkdtempSync, rmSync } from "node:fs"
 import { open } from "node:fs/promises"
@@ -23,7 +26,7 @@ import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import * as Store from "@ctxo/store/Store"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Layer, ManagedRuntime, Tracer } from "effect"
 import * as Memory from "../src/Memory.ts"
 import * as TurnEngine from "../src/TurnEngine.ts"
 
@@ -45,10 +48,64 @@ export interface WarmSession {
   readonly floor: () => Promise<void>
   /** The number of messages in the last request a turn compiled. */
   readonly messages: () => number
+  /** With `stages`: each span's durations in milliseconds by its name, since `clearStages`. */
+  readonly stages: () => ReadonlyMap<string, ReadonlyArray<number>>
+  readonly clearStages: () => void
   readonly dispose: () => Promise<void>
 }
 
-export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => {
+/** A tracer that keeps each span's duration (milliseconds) under its name, and nothing else. */
+const recordingTracer = (into: Map<string, Array<number>>): Tracer.Tracer => {
+  let ids = 0
+  return Tracer.make({
+    span: (name, parent, context, links, startTime, kind) => {
+      let status: Tracer.SpanStatus = { _tag: "Started", startTime }
+      const attributes = new Map<string, unknown>()
+      const id = (++ids).toString(16)
+      return {
+        _tag: "Span",
+        name,
+        spanId: id,
+        traceId: id,
+        parent,
+        context,
+        get status() {
+          return status
+        },
+        attributes,
+        links,
+        sampled: true,
+        kind,
+        end: (endTime, exit) => {
+          status = { _tag: "Ended", startTime, endTime, exit }
+          let list = into.get(name)
+          if (list === undefined) {
+            list = []
+            into.set(name, list)
+          }
+          list.push(Number(endTime - startTime) / 1e6)
+        },
+        attribute: (key, value) => {
+          attributes.set(key, value)
+        },
+        event: () => {},
+        addLinks: () => {}
+      }
+    },
+    context: (f) => f()
+  })
+}
+
+export const makeWarmSession = async (
+  warmTurns = 200,
+  options: { readonly stages?: boolean } = {}
+): Promise<WarmSession> => {
+  const spans = new Map<string, Array<number>>()
+  const traced =
+    options.stages === true
+      ? <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+          effect.pipe(Effect.withTracer(recordingTracer(spans)), Effect.withTracerEnabled(true))
+      : <A, E, R>(effect: Effect.Effect<A, E, R>) => effect.pipe(Effect.withTracerEnabled(false))
   const data = mkdtempSync(join(tmpdir(), "ctxo-turn-bench-"))
   process.on("exit", () => rmSync(data, { recursive: true, force: true }))
   cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), data, { recursive: true })
@@ -85,7 +142,7 @@ export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => 
         }
       })
   }
-  const options: TurnEngine.TurnOptions = { defaultModel: MODEL, maxSteps: 4, format: "openai" }
+  const turnOptions: TurnEngine.TurnOptions = { defaultModel: MODEL, maxSteps: 4, format: "openai" }
   let turnNumber = 0
   const turn = async () => {
     // A turn that does not call the model (none here) leaves its phases NaN, not the last one's.
@@ -96,9 +153,9 @@ export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => 
         engine.turn(
           { sessionId: SESSION, input: `Turn ${turnNumber++}: what is a token budget?`, model: MODEL },
           driver,
-          options
+          turnOptions
         )
-      ).pipe(Effect.withTracerEnabled(false))
+      ).pipe(traced)
     )
     phases = {
       before: called.at - start,
@@ -145,6 +202,8 @@ export const makeWarmSession = async (warmTurns = 200): Promise<WarmSession> => 
     floor,
     messages: () =>
       lastRequest !== undefined && "messages" in lastRequest ? lastRequest.messages.length : 0,
+    stages: () => spans,
+    clearStages: () => spans.clear(),
     dispose: async () => {
       await journal.close()
       await runtime.dispose()
