@@ -7,11 +7,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import fc from "fast-check"
-import { applyCompaction } from "../src/Compaction.ts"
 import { dismissMemory, grownView, historyView, type ViewState } from "../src/HistoryView.ts"
 import type { HistoryDocument } from "../src/Message.ts"
 import { emptyHistory } from "../src/Message.ts"
 import { appendStep, appendToolResult, beginTurn, finishTurn } from "../src/Turns.ts"
+import { compactUpTo, dismissAt } from "./helpers.ts"
 
 type Op =
   | { readonly _tag: "input" }
@@ -52,16 +52,10 @@ const apply = (doc: HistoryDocument, o: Op, earlier: ReadonlyArray<HistoryDocume
             .doc
     case "finish":
       return turn === undefined ? doc : finishTurn(doc, turn, "answer").doc
-    case "dismiss": {
-      const target = doc.messages[o.at % Math.max(1, doc.messages.length)]
-      return target === undefined ? doc : Either.getOrElse(dismissMemory(doc, target.id, "gone"), () => doc)
-    }
-    case "compact": {
-      const archive = doc.messages.slice(0, o.upTo % (doc.messages.length + 1))
-      const plan = { archive, archivedTurns: [], keptTurns: [], reducedForBudget: false }
-      const id = `sum-${doc.compression.length}`
-      return applyCompaction(doc, plan, id, { id, text: "summary", fromTurn: 1, toTurn: 1, messageCount: 0 })
-    }
+    case "dismiss":
+      return dismissAt(doc, o.at)
+    case "compact":
+      return compactUpTo(doc, o.upTo)
     case "back":
       return earlier.length === 0 ? doc : earlier[o.to % earlier.length]!
   }

@@ -7,11 +7,10 @@ import { diffHistory, foldJournal, readJournal, recordLine, withJournalSeq } fro
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import fc from "fast-check"
-import { applyCompaction } from "../src/Compaction.ts"
-import { dismissMemory } from "../src/HistoryView.ts"
 import type { HistoryDocument } from "../src/Message.ts"
 import { emptyHistory } from "../src/Message.ts"
 import { appendStep, beginTurn, finishTurn } from "../src/Turns.ts"
+import { compactUpTo, dismissAt } from "./helpers.ts"
 
 type Op =
   | { readonly _tag: "input"; readonly text: string }
@@ -39,21 +38,10 @@ const apply = (doc: HistoryDocument, o: Op): HistoryDocument => {
       return turn === undefined ? doc : appendStep(doc, turn, { text: o.text }).doc
     case "finish":
       return turn === undefined ? doc : finishTurn(doc, turn, o.text).doc
-    case "dismiss": {
-      const target = doc.messages[o.at % Math.max(1, doc.messages.length)]
-      return target === undefined ? doc : Either.getOrElse(dismissMemory(doc, target.id, "gone"), () => doc)
-    }
-    case "compact": {
-      const archive = doc.messages.slice(0, o.upTo % (doc.messages.length + 1))
-      const plan = { archive, archivedTurns: [], keptTurns: [], reducedForBudget: false }
-      return applyCompaction(doc, plan, `sum-${doc.compression.length}`, {
-        id: `sum-${doc.compression.length}`,
-        text: "summary",
-        fromTurn: 1,
-        toTurn: 1,
-        messageCount: archive.length
-      })
-    }
+    case "dismiss":
+      return dismissAt(doc, o.at)
+    case "compact":
+      return compactUpTo(doc, o.upTo)
   }
 }
 
