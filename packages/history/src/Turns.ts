@@ -72,6 +72,9 @@ export const turnsOf = (
       : grouped.find((g) => startsWith(messages, g))
   if (known !== undefined) {
     const extended = extend(known, messages)
+    // The same messages in another list: that list's grouping too, for a caller naming it later.
+    if (extended === known.turns && messages !== known.messages && !byList.has(messages))
+      byList.set(messages, { ...known, messages })
     if (extended !== undefined) return extended.slice()
   }
   const turns: Array<{ turn: number; messages: Array<Message>; finished: boolean }> = []

@@ -226,4 +226,16 @@ describe("turnsOf", () => {
       )
     )
   })
+
+  it("finds the grouping of the list a caller names, however many lists were grouped since", () => {
+    const history = Array.from({ length: 6 }, (_, i) => message(i + 1, i, true))
+    const first = turnsOf(history)
+    // The same messages in a list of its own (a view that curated nothing), then other sessions'.
+    const view = [...history]
+    expect(turnsOf(view)).toEqual(first)
+    for (let s = 0; s < 12; s++) turnsOf([message(100 + s, 100 + s, true)])
+    const grown = turnsOf([...view, message(7, 6, true)], view)
+    expect(grown.map((t) => t.turn)).toEqual([1, 2, 3, 4, 5, 6, 7])
+    for (const [i, t] of first.entries()) expect(grown[i]).toBe(t)
+  })
 })
