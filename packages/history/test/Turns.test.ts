@@ -227,6 +227,20 @@ describe("turnsOf", () => {
     )
   })
 
+  it("groups a history from where its last list ended, however many other histories were grouped since", () => {
+    const history = Array.from({ length: 6 }, (_, i) => message(i + 1, i, true))
+    const first = turnsOf(history)
+    // Other sessions' histories, several lists each, as a gateway serving them in turn groups them.
+    for (let s = 0; s < 12; s++) {
+      const other = [message(1, 1000 + s, false)]
+      turnsOf(other)
+      turnsOf([...other, message(1, 2000 + s, true)])
+    }
+    const grown = turnsOf([...history, message(7, 6, true)])
+    expect(grown).toEqual(reference([...history, message(7, 6, true)]))
+    for (const [i, t] of first.entries()) expect(grown[i]).toBe(t)
+  })
+
   it("finds the grouping of the list a caller names, however many lists were grouped since", () => {
     const history = Array.from({ length: 6 }, (_, i) => message(i + 1, i, true))
     const first = turnsOf(history)
