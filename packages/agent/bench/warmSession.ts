@@ -54,6 +54,12 @@ export interface WarmSession {
   readonly dispose: () => Promise<void>
 }
 
+/** The sessions' temporary folders, removed when the process exits (one listener for them all). */
+const folders = new Set<string>()
+process.on("exit", () => {
+  for (const folder of folders) rmSync(folder, { recursive: true, force: true })
+})
+
 /** A tracer that keeps each span's duration (milliseconds) under its name, and nothing else. */
 const recordingTracer = (into: Map<string, Array<number>>): Tracer.Tracer => {
   let ids = 0
@@ -107,7 +113,7 @@ export const makeWarmSession = async (
           effect.pipe(Effect.withTracer(recordingTracer(spans)), Effect.withTracerEnabled(true))
       : <A, E, R>(effect: Effect.Effect<A, E, R>) => effect.pipe(Effect.withTracerEnabled(false))
   const data = mkdtempSync(join(tmpdir(), "ctxo-turn-bench-"))
-  process.on("exit", () => rmSync(data, { recursive: true, force: true }))
+  folders.add(data)
   cpSync(fileURLToPath(new URL("../../../fixtures/data", import.meta.url)), data, { recursive: true })
 
   const base = Layer.mergeAll(
