@@ -350,7 +350,7 @@ export const grownView = (doc: HistoryDocument, previous?: ViewState): ViewState
       summaries: doc.compression,
       olderSummaries: 0,
       messages,
-      turns: tail.length === 0 ? previous.view.turns : turnsOf(messages, previous.view.messages)
+      turns: tail.length === 0 ? previous.view.turns : turnsOf(messages)
     },
     answered: true,
     unmatched

@@ -57,26 +57,11 @@ const wordsOfTurn = new WeakMap<Turn, string>()
  * and a list that starts with one of them (the same message objects) is grouped from where that one ended,
  * its turns the same objects but the last, when it grew. The list returned is the caller's.
  */
-export const turnsOf = (
-  messages: ReadonlyArray<Message>,
-  /**
-   * A list these messages grew from, when the caller knows it (a view grown from the previous
-   * one): its grouping is found by the list, however many others were grouped since.
-   */
-  grownFrom?: ReadonlyArray<Message>
-): Array<Turn> => {
-  const hinted = grownFrom === undefined ? undefined : byList.get(grownFrom)
+export const turnsOf = (messages: ReadonlyArray<Message>): Array<Turn> => {
   const known =
-    hinted !== undefined && startsWith(messages, hinted)
-      ? hinted
-      : messages.length === 0
-        ? undefined
-        : byFirst.get(messages[0]!)?.find((g) => startsWith(messages, g))
+    messages.length === 0 ? undefined : byFirst.get(messages[0]!)?.find((g) => startsWith(messages, g))
   if (known !== undefined) {
     const extended = extend(known, messages)
-    // The same messages in another list: that list's grouping too, for a caller naming it later.
-    if (extended === known.turns && messages !== known.messages && !byList.has(messages))
-      byList.set(messages, { ...known, messages })
     if (extended !== undefined) return extended.slice()
   }
   const turns: Array<{ turn: number; messages: Array<Message>; finished: boolean }> = []
@@ -108,24 +93,26 @@ interface Grouping {
   readonly max: number
 }
 /**
- * The last groupings of lists that start with a message, newest first, by that message: a history's
- * lists (its document's, its view's, memory's) all start with its first message, so each session
- * finds its own however many sessions grouped lists since (one list kept for the whole process let
- * a gateway with a few sessions in turn group every history afresh: 160 µs for 500 turns).
+ * The groupings of lists that start with a message, by that message, the newest first:
+ * a history's lists (its document's, its view's, memory's) all start with its first message, so each
+ * session finds its own however many sessions grouped lists since (one list of groupings for the
+ * whole process let a gateway serving a few sessions in turn group every history afresh: 160 µs at
+ * 500 turns). A list grown from a kept one takes its place, so each of a history's lists keeps its
+ * place however many times another grows meanwhile (a turn with many steps).
  */
 const byFirst = new WeakMap<Message, Array<Grouping>>()
 const GROUPINGS = 4
-/** Every grouping by its list, while the list lives (for a caller that names the list it grew from). */
-const byList = new WeakMap<ReadonlyArray<Message>, Grouping>()
-const remember = (g: Grouping) => {
+const remember = (g: Grouping, grownFrom?: Grouping) => {
   const first = g.messages[0]!
   const kept = byFirst.get(first)
-  if (kept === undefined) byFirst.set(first, [g])
-  else {
-    kept.unshift(g)
-    if (kept.length > GROUPINGS) kept.pop()
+  if (kept === undefined) {
+    byFirst.set(first, [g])
+    return
   }
-  byList.set(g.messages, g)
+  const at = grownFrom === undefined ? -1 : kept.indexOf(grownFrom)
+  if (at !== -1) kept.splice(at, 1)
+  kept.unshift(g)
+  if (kept.length > GROUPINGS) kept.pop()
 }
 const startsWith = (messages: ReadonlyArray<Message>, grouping: Grouping) => {
   const { messages: prefix, length } = grouping
@@ -169,7 +156,7 @@ const extend = (known: Grouping, messages: ReadonlyArray<Message>): ReadonlyArra
     if (message.meta.finished === true) lastFinished = true
   }
   close()
-  remember({ messages, length: messages.length, turns, max })
+  remember({ messages, length: messages.length, turns, max }, known)
   return turns
 }
 

@@ -241,15 +241,27 @@ describe("turnsOf", () => {
     for (const [i, t] of first.entries()) expect(grown[i]).toBe(t)
   })
 
-  it("finds the grouping of the list a caller names, however many lists were grouped since", () => {
+  it("keeps each of a history's lists however often another grows meanwhile", () => {
     const history = Array.from({ length: 6 }, (_, i) => message(i + 1, i, true))
     const first = turnsOf(history)
     // The same messages in a list of its own (a view that curated nothing), then other sessions'.
     const view = [...history]
     expect(turnsOf(view)).toEqual(first)
     for (let s = 0; s < 12; s++) turnsOf([message(100 + s, 100 + s, true)])
-    const grown = turnsOf([...view, message(7, 6, true)], view)
+    const grown = turnsOf([...view, message(7, 6, true)])
     expect(grown.map((t) => t.turn)).toEqual([1, 2, 3, 4, 5, 6, 7])
     for (const [i, t] of first.entries()) expect(grown[i]).toBe(t)
+    // Another list of the same history (memory's, without its summaries) grows once, while the
+    // document's grows step by step (a turn with many tool steps): each grows from its own.
+    const memory = [...history, message(7, 50, true)]
+    const memoryTurns = turnsOf(memory)
+    let doc: ReadonlyArray<Message> = [...history, message(7, 6, true)]
+    for (let step = 0; step < 8; step++) {
+      doc = [...doc, message(7, 60 + step, false)]
+      turnsOf(doc)
+    }
+    const memoryGrown = turnsOf([...memory, message(8, 51, true)])
+    expect(memoryGrown).toEqual(reference([...memory, message(8, 51, true)]))
+    for (const [i, t] of memoryTurns.entries()) expect(memoryGrown[i]).toBe(t)
   })
 })
