@@ -249,12 +249,19 @@ const answerDangling = (messages: ReadonlyArray<Message>): ReadonlyArray<Message
   })
 }
 
-export const historyView = (doc: HistoryDocument, options: ViewOptions = {}): HistoryView => {
+/**
+ * Which of `messages` (some or all of the document's `all`) a view shows, curated: archived ones and
+ * `exceptTurn`'s left out; before any call is answered.
+ */
+const shownOf = (messages: ReadonlyArray<Message>, all: ReadonlyArray<Message>, exceptTurn?: number) => {
   const shown: Array<Message> = []
-  for (const m of doc.messages)
-    if (m.meta.archivedBy === undefined && m.meta.turn !== options.exceptTurn)
-      shown.push(curate(m, doc.messages))
-  const visible = answerDangling(shown)
+  for (const m of messages)
+    if (m.meta.archivedBy === undefined && m.meta.turn !== exceptTurn) shown.push(curate(m, all))
+  return shown
+}
+
+export const historyView = (doc: HistoryDocument, options: ViewOptions = {}): HistoryView => {
+  const visible = answerDangling(shownOf(doc.messages, doc.messages, options.exceptTurn))
   let summaries = doc.compression
   if (options.summaryBudget !== undefined) {
     const count = options.countTokens ?? ((text: string) => Math.ceil(text.length / 3))
@@ -309,8 +316,7 @@ const unmatchedOf = (messages: ReadonlyArray<Message>, all: ReadonlyArray<Messag
 }
 
 const wholeViewState = (doc: HistoryDocument): ViewState => {
-  const shown: Array<Message> = []
-  for (const m of doc.messages) if (m.meta.archivedBy === undefined) shown.push(curate(m, doc.messages))
+  const shown = shownOf(doc.messages, doc.messages)
   const visible = answerDangling(shown)
   return {
     doc,
@@ -335,8 +341,7 @@ export const grownView = (doc: HistoryDocument, previous?: ViewState): ViewState
     return wholeViewState(doc)
   for (let i = before.length - 1; i >= 0; i--) if (now[i] !== before[i]) return wholeViewState(doc)
   const added = now.slice(before.length)
-  const tail: Array<Message> = []
-  for (const m of added) if (m.meta.archivedBy === undefined) tail.push(curate(m, now))
+  const tail = shownOf(added, now)
   if (answerDangling(tail) !== tail) return wholeViewState(doc)
   let unmatched = previous.unmatched
   if (unmatched.size > 0 && added.some((m) => toolCallsOf(m).some((c) => unmatched.has(c.callId))))
