@@ -577,21 +577,23 @@ let loading: Promise<Dispatcher> | undefined
  */
 const sharedPool = (): Dispatcher | Promise<Dispatcher> => {
   if (pool !== undefined) return pool
-  loading ??= import("undici").then((undici) => {
-    // Named under Node's ESM loader; under `default` in the gateway's bundle (undici is CommonJS).
-    const { Agent } = "Agent" in undici ? undici : (undici as { readonly default: typeof undici }).default
-    pool = new Agent({
-      connections: 256,
-      // The call's deadlines bound every step; undici's own timers stay out of their way.
-      headersTimeout: 0,
-      bodyTimeout: 0
+  if (loading === undefined) {
+    loading = import("undici").then((undici) => {
+      // Named under Node's ESM loader; under `default` in the gateway's bundle (undici is CommonJS).
+      const { Agent } = "Agent" in undici ? undici : (undici as { readonly default: typeof undici }).default
+      pool = new Agent({
+        connections: 256,
+        // The call's deadlines bound every step; undici's own timers stay out of their way.
+        headersTimeout: 0,
+        bodyTimeout: 0
+      })
+      return pool
     })
-    return pool
-  })
-  // A failed import is tried again by the next call.
-  loading.catch(() => {
-    loading = undefined
-  })
+    // A failed import is tried again by the next call.
+    loading.catch(() => {
+      loading = undefined
+    })
+  }
   return loading
 }
 

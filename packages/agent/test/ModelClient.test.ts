@@ -240,14 +240,18 @@ describe("ModelClient reads Server-Sent Events as the upstream wrote them", () =
 // The process's pool is made at its first call (undici is imported then): a call made while the
 // pool is not there yet goes out once it is, and one stopped meanwhile never goes out.
 describe("ModelClient while its connection pool loads", () => {
-  /** A pool handed over when the test says so. */
-  const pending = () => {
-    let give: (pool: Agent) => void = () => {}
-    const promise = new Promise<Agent>((resolve) => {
-      give = resolve
-    })
-    return { promise, give: () => give(new Agent({ headersTimeout: 0, bodyTimeout: 0 })) }
-  }
+  /** A pool handed over when the test says so; closed when the test ends, whatever its outcome. */
+  const pending = Effect.acquireRelease(
+    Effect.sync(() => {
+      let give: (pool: Agent) => void = () => {}
+      const promise = new Promise<Agent>((resolve) => {
+        give = resolve
+      })
+      const agent = new Agent({ headersTimeout: 0, bodyTimeout: 0 })
+      return { promise, agent, give: () => give(agent) }
+    }),
+    ({ agent }) => Effect.promise(() => agent.close())
+  )
   const clientWith = (pool: Promise<Agent>) =>
     ModelClient.make(
       { apiKey: "none", baseURL: fake.url },
@@ -259,7 +263,7 @@ describe("ModelClient while its connection pool loads", () => {
   it.live("sends a call made meanwhile once the pool is there, and answers it", () =>
     Effect.gen(function* () {
       fake.script({ type: "text", text: "Pooled." })
-      const pool = pending()
+      const pool = yield* pending
       const fiber = yield* Effect.fork(clientWith(pool.promise).passthrough(body))
       yield* Effect.sleep("50 millis")
       assert.strictEqual(fake.requests.length, 0)
@@ -269,12 +273,12 @@ describe("ModelClient while its connection pool loads", () => {
       }
       assert.strictEqual(answer.choices[0]?.message.content, "Pooled.")
       assert.strictEqual(fake.requests.length, 1)
-    }).pipe(withFake)
+    }).pipe(Effect.scoped, withFake)
   )
 
   it.live("never sends a call stopped before the pool is there", () =>
     Effect.gen(function* () {
-      const pool = pending()
+      const pool = yield* pending
       const fiber = yield* Effect.fork(clientWith(pool.promise).passthrough(body))
       yield* Effect.sleep("20 millis")
       yield* Fiber.interrupt(fiber)
@@ -282,6 +286,6 @@ describe("ModelClient while its connection pool loads", () => {
       yield* Effect.sleep("100 millis")
       assert.strictEqual(fake.requests.length, 0)
       assert.strictEqual(fake.inFlight(), 0)
-    }).pipe(withFake)
+    }).pipe(Effect.scoped, withFake)
   )
 })
