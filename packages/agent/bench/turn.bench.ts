@@ -69,13 +69,10 @@ for (let r = 0; r < rounds; r++)
     await timed(short.turn, shortTurns)
     shortSizes.push(short.messages())
     await traced.turn()
-    for (const [name, spans] of traced.stages()) {
-      let list = stages.get(name)
-      if (list === undefined) {
-        list = []
-        stages.set(name, list)
-      }
-      list.push(spans.reduce((a, b) => a + b, 0))
+    for (const [name, total] of traced.stages()) {
+      const list = stages.get(name)
+      if (list === undefined) stages.set(name, [total])
+      else list.push(total)
     }
     traced.clearStages()
   }

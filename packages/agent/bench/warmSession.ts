@@ -48,8 +48,8 @@ export interface WarmSession {
   readonly floor: () => Promise<void>
   /** The number of messages in the last request a turn compiled. */
   readonly messages: () => number
-  /** With `stages`: each span's durations in milliseconds by its name, since `clearStages`. */
-  readonly stages: () => ReadonlyMap<string, ReadonlyArray<number>>
+  /** With `stages`: the milliseconds spent in spans of each name since `clearStages`. */
+  readonly stages: () => ReadonlyMap<string, number>
   readonly clearStages: () => void
   readonly dispose: () => Promise<void>
 }
@@ -60,8 +60,8 @@ process.on("exit", () => {
   for (const folder of folders) rmSync(folder, { recursive: true, force: true })
 })
 
-/** A tracer that keeps each span's duration (milliseconds) under its name, and nothing else. */
-const recordingTracer = (into: Map<string, Array<number>>): Tracer.Tracer => {
+/** A tracer that adds each span's duration (milliseconds) to its name's total, and nothing else. */
+const recordingTracer = (into: Map<string, number>): Tracer.Tracer => {
   let ids = 0
   return Tracer.make({
     span: (name, parent, context, links, startTime, kind) => {
@@ -84,12 +84,7 @@ const recordingTracer = (into: Map<string, Array<number>>): Tracer.Tracer => {
         kind,
         end: (endTime, exit) => {
           status = { _tag: "Ended", startTime, endTime, exit }
-          let list = into.get(name)
-          if (list === undefined) {
-            list = []
-            into.set(name, list)
-          }
-          list.push(Number(endTime - startTime) / 1e6)
+          into.set(name, (into.get(name) ?? 0) + Number(endTime - startTime) / 1e6)
         },
         attribute: (key, value) => {
           attributes.set(key, value)
@@ -106,7 +101,7 @@ export const makeWarmSession = async (
   warmTurns = 200,
   options: { readonly stages?: boolean } = {}
 ): Promise<WarmSession> => {
-  const spans = new Map<string, Array<number>>()
+  const spans = new Map<string, number>()
   const traced =
     options.stages === true
       ? <A, E, R>(effect: Effect.Effect<A, E, R>) =>
