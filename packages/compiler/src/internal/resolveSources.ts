@@ -130,6 +130,7 @@ export const resolveSources = (
 
     const sessionFiles = yield* ws.list("session", sid)
     const knowledgeIndex = Option.getOrUndefined(yield* Effect.serviceOption(KnowledgeIndex))
+    let live: ReadonlySet<number> | undefined
     const collect = (request: CollectRequest) =>
       collectAll(options.sources ?? defaultSources, {
         ...request,
@@ -141,7 +142,11 @@ export const resolveSources = (
         ...(options.nodeContext === undefined ? {} : { nodeContext: options.nodeContext }),
         ...(options.meta === undefined ? {} : { meta: options.meta }),
         ...(knowledgeIndex === undefined ? {} : { knowledgeIndex }),
-        liveTurns: new Set(view.turns.map((t) => t.turn)),
+        // Made when a source asks (the memory source, when it has memories and a query to rank them by).
+        get liveTurns() {
+          live ??= new Set(view.turns.map((t) => t.turn))
+          return live
+        },
         summaries: view.summaries,
         read: readRequired,
         readMany: readManyRequired,
