@@ -486,7 +486,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
        * it back out of history. A first compile that fails runs it, and the turn fails as the check
        * would have failed it, having said nothing.
        */
-      undoInput?: Effect.Effect<void, TurnError>
+      undoInput?: Effect.Effect<void, TurnError>,
+      /** The history as the turn's input left it (the first step compiles it instead of reading it again). */
+      started?: HistoryDocument
     ): Effect.Effect<TurnOutcome, TurnError | E, R> =>
       Effect.flatMap(Effect.cached(beforeFirstWord), (announce) => {
         let undone = false
@@ -494,7 +496,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           const last = yield* lastCompileOf(sessionId)
           const emit = options.emit ?? (() => Effect.void)
           for (let step = 1; step <= options.maxSteps; step++) {
-            const doc = yield* history.load(sessionId)
+            const doc = step === 1 && started !== undefined ? started : yield* history.load(sessionId)
             const compileOptions: CompileOptions = {
               sessionId,
               manifest,
@@ -609,7 +611,12 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
      * the history is what this engine left at the end of its last turn (not changed elsewhere
      * meanwhile, e.g. by a replica on the same database), and noted again when the turn ends.
      */
-    const underLock = <A, E, R>(span: string, sessionId: string, effect: Effect.Effect<A, E, R>) =>
+    const underLock = <A, E, R>(
+      span: string,
+      sessionId: string,
+      /** Given the history as the lock found it (read once: nobody in this process changes it meanwhile). */
+      effect: (loaded: Effect.Effect<HistoryDocument, HistoryError>) => Effect.Effect<A, E, R>
+    ) =>
       store
         .withSessionLock(
           sessionId,
@@ -618,7 +625,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             const now = yield* Effect.either(history.load(sessionId))
             if (Either.isLeft(now) || now.right !== last.seen) last.compileState = undefined
             return yield* Effect.ensuring(
-              effect,
+              effect(now),
               Effect.flatMap(Effect.either(history.load(sessionId)), (doc) =>
                 Effect.sync(() => {
                   last.seen = Either.isRight(doc) ? doc.right : undefined
@@ -636,9 +643,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       })
 
     const turn: Service["turn"] = (request, driver, options) =>
-      underLock(
-        "TurnEngine.turn",
-        request.sessionId,
+      underLock("TurnEngine.turn", request.sessionId, (loaded) =>
         Effect.gen(function* () {
           const sid = request.sessionId
           yield* requireActive(sid)
@@ -646,7 +651,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           const manifest = yield* manifestOf(sid, options)
           const { name: modelName, model } = yield* resolveModel(request, manifest, options)
           yield* annotateSpan({ "ctxo.model": modelName })
-          const before = yield* history.load(sid)
+          const before = yield* loaded
           const began = {
             input: request.input,
             ...(request.idempotencyKey === undefined ? {} : { inputKey: request.idempotencyKey }),
@@ -754,7 +759,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 driver,
                 options,
                 beforeFirstWord,
-                undoInput
+                undoInput,
+                started.doc
               )
             // Nothing to wait for (a store durable when a change returns): the number at once,
             // unless the first compile is the input's check.
@@ -766,16 +772,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       )
 
     const continueTurn: Service["continueTurn"] = (request, driver, options) =>
-      underLock(
-        "TurnEngine.continueTurn",
-        request.sessionId,
+      underLock("TurnEngine.continueTurn", request.sessionId, (loaded) =>
         Effect.gen(function* () {
           const sid = request.sessionId
           yield* requireActive(sid)
           const manifest = yield* manifestOf(sid, options)
           const { name: modelName, model } = yield* resolveModel(request, manifest, options)
           yield* annotateSpan({ "ctxo.model": modelName })
-          const doc = yield* history.load(sid)
+          const doc = yield* loaded
           const running = turnsOf(doc.messages).at(-1)
           const calls = new Map<string, string>()
           const answered = new Set<string>()
