@@ -306,6 +306,8 @@ export interface CompactOptions {
   readonly model: Pick<ModelInfo, "id" | "contextWindow">
   /** The running turn, left alone. */
   readonly exceptTurn?: number
+  /** The session's history as the caller read it under the session's lock (read here otherwise). */
+  readonly history?: HistoryDocument
   readonly settings?: Partial<CompactionSettings>
   /** Token counter for a new summary's room and, without `countHistory`, the history (default length / 3). */
   readonly count?: (text: string) => number
@@ -345,7 +347,7 @@ export const compact = (
         return options.onEvent?.(event) ?? Effect.void
       })
 
-    const doc = yield* store.load(options.sessionId)
+    const doc = options.history ?? (yield* store.load(options.sessionId))
     const decision = triggerFor(doc, {
       lastUsage: options.lastUsage,
       input: options.input,
