@@ -91,8 +91,14 @@ export interface Service {
     level: "L3" | "L4",
     options?: ListOptions
   ) => Effect.Effect<ReadonlyArray<MemoryView>, MemoryError>
-  /** Promotes the session's important turns to L2 (once each); its L2 entries. */
-  readonly sync: (sessionId: string) => Effect.Effect<ReadonlyArray<MemoryEntry>, MemoryError>
+  /**
+   * Promotes the session's important turns to L2 (once each); its L2 entries. `history`: the
+   * session's history as the caller read it under the session's lock (read here otherwise).
+   */
+  readonly sync: (
+    sessionId: string,
+    history?: HistoryDocument
+  ) => Effect.Effect<ReadonlyArray<MemoryEntry>, MemoryError>
   /** Pins (or unpins) an entry; `sessionId` for L1 and L2. */
   readonly pin: (
     level: MemoryLevel,
@@ -200,10 +206,10 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
         texts.set(key, { text, doc })
         return doc
       })
-    const turnsOfSession = (sessionId: string) =>
+    const turnsOfSession = (sessionId: string, history?: HistoryDocument) =>
       Effect.gen(function* () {
         const key = SessionCache.keyOf(yield* store.scope, sessionId)
-        const doc = yield* documentOf(sessionId, key)
+        const doc = history ?? (yield* documentOf(sessionId, key))
         if (doc === undefined) return [] as ReadonlyArray<Turn>
         const hit = decoded.get(key)
         if (hit !== undefined && hit.doc === doc) return hit.turns
@@ -233,9 +239,9 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     // empty list holds no promotion, so every empty list shares one key.
     const notDue = new WeakMap<object, WeakSet<Turn>>()
     const noEntries = {}
-    const sync: Service["sync"] = (sessionId) =>
+    const sync: Service["sync"] = (sessionId, history) =>
       Effect.gen(function* () {
-        const turns = yield* turnsOfSession(sessionId)
+        const turns = yield* turnsOfSession(sessionId, history)
         const at = yield* nowIso
         const entries = yield* store.updateMemory(sessionId, (current) => {
           const key = current.length === 0 ? noEntries : current

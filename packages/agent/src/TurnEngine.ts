@@ -388,10 +388,10 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               Effect.as(Effect.logWarning(`memory of session ${sessionId} left out: ${e.message}`), {})
             )
           )
-    const promote = (sessionId: string) =>
+    const promote = (sessionId: string, history: HistoryDocument) =>
       Option.isNone(memory)
         ? Effect.void
-        : memory.value.sync(sessionId).pipe(
+        : memory.value.sync(sessionId, history).pipe(
             Effect.asVoid,
             Effect.catchAll((e) =>
               Effect.logWarning(`memory of session ${sessionId} not promoted: ${e.message}`)
@@ -476,21 +476,26 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       modelName: string,
       driver: Driver<E, R>,
       options: TurnOptions,
-      /**
-       * Run once, after the first step's compile whatever its outcome and before anything else (a
-       * model call, the end of the turn), or when the turn fails before it.
-       */
-      beforeFirstWord: Effect.Effect<void, TurnError> = Effect.void,
-      /**
-       * When the turn's input was recorded without the required compile's check (see `turn`): takes
-       * it back out of history. A first compile that fails runs it, and the turn fails as the check
-       * would have failed it, having said nothing.
-       */
-      undoInput?: Effect.Effect<void, TurnError>,
-      /** The history as the turn's input left it (the first step compiles it instead of reading it again). */
-      started?: HistoryDocument
-    ): Effect.Effect<TurnOutcome, TurnError | E, R> =>
-      Effect.flatMap(Effect.cached(beforeFirstWord), (announce) => {
+      around: {
+        /** Tells the lock what history the turn left when it answered (it reads it otherwise). */
+        readonly leave: (doc: HistoryDocument) => void
+        /**
+         * Run once, after the first step's compile whatever its outcome and before anything else (a
+         * model call, the end of the turn), or when the turn fails before it.
+         */
+        readonly beforeFirstWord?: Effect.Effect<void, TurnError>
+        /**
+         * When the turn's input was recorded without the required compile's check (see `turn`): takes
+         * it back out of history. A first compile that fails runs it, and the turn fails as the check
+         * would have failed it, having said nothing.
+         */
+        readonly undoInput?: Effect.Effect<void, TurnError> | undefined
+        /** The history as the turn's input left it (the first step compiles it instead of reading it again). */
+        readonly started?: HistoryDocument
+      }
+    ): Effect.Effect<TurnOutcome, TurnError | E, R> => {
+      const { leave, beforeFirstWord = Effect.void, undoInput, started } = around
+      return Effect.flatMap(Effect.cached(beforeFirstWord), (announce) => {
         let undone = false
         return Effect.gen(function* () {
           const last = yield* lastCompileOf(sessionId)
@@ -546,7 +551,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
             if (answer.toolCalls.length === 0) {
               yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
-              yield* promote(sessionId)
+              const after = yield* history.load(sessionId)
+              leave(after)
+              yield* promote(sessionId, after)
               yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
               return {
                 _tag: "Answered",
@@ -605,6 +612,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           } as const
         }).pipe(Effect.onError(() => (undone ? Effect.void : Effect.ignore(announce))))
       })
+    }
 
     /**
      * A turn of `sessionId` under its lock, traced as `span`: the compile state is kept only while
@@ -614,8 +622,15 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     const underLock = <A, E, R>(
       span: string,
       sessionId: string,
-      /** Given the history as the lock found it (read once: nobody in this process changes it meanwhile). */
-      effect: (loaded: Effect.Effect<HistoryDocument, HistoryError>) => Effect.Effect<A, E, R>
+      /**
+       * Given the history as the lock found it (read once: nobody in this process changes it
+       * meanwhile), and where to leave the history the turn ends with when it has it at hand (the
+       * last thing it writes: read again when the turn ends otherwise).
+       */
+      effect: (
+        loaded: Effect.Effect<HistoryDocument, HistoryError>,
+        leave: (doc: HistoryDocument) => void
+      ) => Effect.Effect<A, E, R>
     ) =>
       store
         .withSessionLock(
@@ -624,12 +639,21 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             const last = yield* lastCompileOf(sessionId)
             const now = yield* Effect.either(history.load(sessionId))
             if (Either.isLeft(now) || now.right !== last.seen) last.compileState = undefined
+            let left: HistoryDocument | undefined
             return yield* Effect.ensuring(
-              effect(now),
-              Effect.flatMap(Effect.either(history.load(sessionId)), (doc) =>
-                Effect.sync(() => {
-                  last.seen = Either.isRight(doc) ? doc.right : undefined
-                })
+              effect(now, (doc) => {
+                left = doc
+              }),
+              Effect.suspend(() =>
+                left !== undefined
+                  ? Effect.sync(() => {
+                      last.seen = left
+                    })
+                  : Effect.flatMap(Effect.either(history.load(sessionId)), (doc) =>
+                      Effect.sync(() => {
+                        last.seen = Either.isRight(doc) ? doc.right : undefined
+                      })
+                    )
               )
             )
           })
@@ -643,7 +667,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       })
 
     const turn: Service["turn"] = (request, driver, options) =>
-      underLock("TurnEngine.turn", request.sessionId, (loaded) =>
+      underLock("TurnEngine.turn", request.sessionId, (loaded, leave) =>
         Effect.gen(function* () {
           const sid = request.sessionId
           yield* requireActive(sid)
@@ -726,6 +750,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 // is kept, with the summary's room, stays under the trigger. (Not made when the
                 // trigger is not reached: the compactor reads it only to plan a compaction.)
                 ...(required === undefined ? {} : { fixedTokens: fixedTokensOf(required, countHistory) }),
+                // Read under this lock a moment ago; nothing wrote since.
+                history: before,
                 onEvent: (event) => compactionEvent(event, emit)
               })
             )
@@ -750,18 +776,12 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 ? provide(history.modify(sid, () => Effect.succeed([undefined, before] as const)))
                 : undefined
             const run = (beforeFirstWord: Effect.Effect<void, TurnError>) =>
-              steps(
-                sid,
-                started.turn,
-                manifest,
-                model,
-                modelName,
-                driver,
-                options,
+              steps(sid, started.turn, manifest, model, modelName, driver, options, {
+                leave,
                 beforeFirstWord,
                 undoInput,
-                started.doc
-              )
+                started: started.doc
+              })
             // Nothing to wait for (a store durable when a change returns): the number at once,
             // unless the first compile is the input's check.
             return pending || undoInput !== undefined
@@ -772,7 +792,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       )
 
     const continueTurn: Service["continueTurn"] = (request, driver, options) =>
-      underLock("TurnEngine.continueTurn", request.sessionId, (loaded) =>
+      underLock("TurnEngine.continueTurn", request.sessionId, (loaded, leave) =>
         Effect.gen(function* () {
           const sid = request.sessionId
           yield* requireActive(sid)
@@ -804,7 +824,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             yield* provide(recordToolResult(sid, running.turn, { callId: r.callId, name }, r.result))
             answered.add(r.callId)
           }
-          return yield* steps(sid, running.turn, manifest, model, modelName, driver, options)
+          return yield* steps(sid, running.turn, manifest, model, modelName, driver, options, { leave })
         })
       )
 
