@@ -140,6 +140,59 @@ describe("TurnEngine", () => {
     }).pipe(Effect.provide(services))
   )
 
+  it.effect(
+    "reads a session's history twice a turn besides its records (under the lock, and after the answer), and still sees a change made between turns",
+    () =>
+      Effect.gen(function* () {
+        const history = yield* HistoryStore.HistoryStore
+        let loads = 0
+        const counting = Layer.succeed(HistoryStore.HistoryStore, {
+          ...history,
+          load: (sessionId) =>
+            Effect.zipRight(
+              Effect.sync(() => loads++),
+              history.load(sessionId)
+            )
+        })
+        const engine = yield* TurnEngine.make.pipe(Effect.provide(counting))
+        const sent: Array<string> = []
+        const recording: TurnEngine.Driver = {
+          model: (compiled) =>
+            Effect.sync(() => {
+              sent.push(JSON.stringify(compiled.request))
+              return { text: `answer ${sent.length}`, toolCalls: [] }
+            })
+        }
+        const turn = (input: string) =>
+          engine.turn({ sessionId: "s7", input }, recording, options).pipe(Effect.provide(counting))
+        yield* turn("first question")
+        loads = 0
+        yield* turn("second question")
+        expect(loads).toBe(2)
+        // Another writer between turns (the session's files API, another process): the next turn's
+        // request shows its change, read under the lock.
+        yield* history.modify("s7", (doc) =>
+          Effect.succeed([
+            undefined,
+            {
+              ...doc,
+              messages: doc.messages.map((m) =>
+                m.meta.kind === "final" && m.meta.turn === 1
+                  ? { ...m, parts: [{ _tag: "text" as const, text: "an answer edited elsewhere" }] }
+                  : m
+              )
+            }
+          ] as const)
+        )
+        loads = 0
+        yield* turn("third question")
+        expect(loads).toBe(2)
+        expect(sent.at(-1)).toContain("an answer edited elsewhere")
+        expect(sent.at(-1)).not.toContain('"answer 1"')
+        expect(sent.at(-2)).toContain('"answer 1"')
+      }).pipe(Effect.provide(services))
+  )
+
   it.effect("compacts from the usage recorded in history, also after a restart", () =>
     Effect.gen(function* () {
       const events: Array<string> = []
