@@ -206,10 +206,10 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
         texts.set(key, { text, doc })
         return doc
       })
-    const turnsOfSession = (sessionId: string, history?: HistoryDocument) =>
+    const turnsOfSession = (sessionId: string, given?: HistoryDocument) =>
       Effect.gen(function* () {
         const key = SessionCache.keyOf(yield* store.scope, sessionId)
-        const doc = history ?? (yield* documentOf(sessionId, key))
+        const doc = given ?? (yield* documentOf(sessionId, key))
         if (doc === undefined) return [] as ReadonlyArray<Turn>
         const hit = decoded.get(key)
         if (hit !== undefined && hit.doc === doc) return hit.turns
@@ -239,9 +239,9 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     // empty list holds no promotion, so every empty list shares one key.
     const notDue = new WeakMap<object, WeakSet<Turn>>()
     const noEntries = {}
-    const sync: Service["sync"] = (sessionId, history) =>
+    const sync: Service["sync"] = (sessionId, given) =>
       Effect.gen(function* () {
-        const turns = yield* turnsOfSession(sessionId, history)
+        const turns = yield* turnsOfSession(sessionId, given)
         const at = yield* nowIso
         const entries = yield* store.updateMemory(sessionId, (current) => {
           const key = current.length === 0 ? noEntries : current

@@ -388,10 +388,11 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               Effect.as(Effect.logWarning(`memory of session ${sessionId} left out: ${e.message}`), {})
             )
           )
-    const promote = (sessionId: string, history: HistoryDocument) =>
+    /** `doc`: the session's history as the turn left it (memory reads it otherwise). */
+    const promote = (sessionId: string, doc?: HistoryDocument) =>
       Option.isNone(memory)
         ? Effect.void
-        : memory.value.sync(sessionId, history).pipe(
+        : memory.value.sync(sessionId, doc).pipe(
             Effect.asVoid,
             Effect.catchAll((e) =>
               Effect.logWarning(`memory of session ${sessionId} not promoted: ${e.message}`)
@@ -551,9 +552,11 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
             if (answer.toolCalls.length === 0) {
               yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
-              const after = yield* history.load(sessionId)
-              leave(after)
-              yield* promote(sessionId, after)
+              // The answer is recorded: nothing after it fails the turn (a history that cannot be
+              // read now is read again by memory, which says so in the log, and by the lock).
+              const after = yield* Effect.either(history.load(sessionId))
+              if (Either.isRight(after)) leave(after.right)
+              yield* promote(sessionId, Either.getOrUndefined(after))
               yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
               return {
                 _tag: "Answered",
@@ -750,7 +753,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 // is kept, with the summary's room, stays under the trigger. (Not made when the
                 // trigger is not reached: the compactor reads it only to plan a compaction.)
                 ...(required === undefined ? {} : { fixedTokens: fixedTokensOf(required, countHistory) }),
-                // Read under this lock a moment ago; nothing wrote since.
+                // Read under this lock a moment ago; nothing in this process wrote since.
                 history: before,
                 onEvent: (event) => compactionEvent(event, emit)
               })

@@ -14,6 +14,7 @@ import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
 import { compile } from "@ctxo/compiler/Compile"
 import * as Workspace from "@ctxo/compiler/Workspace"
+import { HistoryIOError } from "@ctxo/history/HistoryErrors"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import * as MemoryStore from "@ctxo/store/MemoryStore"
@@ -163,8 +164,17 @@ describe("TurnEngine", () => {
               return { text: `answer ${sent.length}`, toolCalls: [] }
             })
         }
+        // How many of a request's first messages the engine found unchanged since its last compile
+        // of the session (0 when it holds none for the history it reads).
+        const unchanged: Array<number> = []
         const turn = (input: string) =>
-          engine.turn({ sessionId: "s7", input }, recording, options).pipe(Effect.provide(counting))
+          engine
+            .turn({ sessionId: "s7", input }, recording, {
+              ...options,
+              onCompiled: (compiled) =>
+                Effect.sync(() => void unchanged.push(compiled.prefix.unchangedMessages))
+            })
+            .pipe(Effect.provide(counting))
         yield* turn("first question")
         loads = 0
         yield* turn("second question")
@@ -190,6 +200,57 @@ describe("TurnEngine", () => {
         expect(sent.at(-1)).toContain("an answer edited elsewhere")
         expect(sent.at(-1)).not.toContain('"answer 1"')
         expect(sent.at(-2)).toContain('"answer 1"')
+        // Each request carries its own turn's input (the first step compiles the recorded input).
+        expect(
+          sent.map((r) =>
+            ["first question", "second question", "third question"].filter((q) => r.includes(q))
+          )
+        ).toEqual([
+          ["first question"],
+          ["first question", "second question"],
+          ["first question", "second question", "third question"]
+        ])
+        // The compile state kept from the second turn is not used for a history changed since.
+        expect(unchanged[1]).toBeGreaterThan(0)
+        expect(unchanged[2]).toBe(0)
+      }).pipe(Effect.provide(services))
+  )
+
+  it.effect(
+    "answers a turn whose history cannot be read once its answer is recorded, recording it once",
+    () =>
+      Effect.gen(function* () {
+        const history = yield* HistoryStore.HistoryStore
+        // Reads fail while the history ends with turn 2's answer (a disk or a database gone a moment).
+        const failing = Layer.succeed(HistoryStore.HistoryStore, {
+          ...history,
+          load: (sessionId) =>
+            Effect.flatMap(history.load(sessionId), (doc) => {
+              const last = doc.messages.at(-1)
+              return sessionId === "s8" && last?.meta.kind === "final" && last.meta.turn === 2
+                ? Effect.fail(
+                    new HistoryIOError({
+                      file: `${sessionId}/messages.json`,
+                      operation: "read",
+                      reason: "EIO"
+                    })
+                  )
+                : Effect.succeed(doc)
+            })
+        })
+        const engine = yield* TurnEngine.make.pipe(Effect.provide(failing))
+        const turn = (input: string, text: string) =>
+          engine.turn({ sessionId: "s8", input }, answer(text), options).pipe(Effect.provide(failing))
+        yield* turn("first question", "first answer")
+        const second = yield* turn("second question", "second answer")
+        expect(second).toMatchObject({ _tag: "Answered", turn: 2, text: "second answer" })
+        const doc = yield* history.load("s8")
+        expect(doc.messages.map((m) => `${m.meta.turn}:${m.meta.kind}`)).toEqual([
+          "1:input",
+          "1:final",
+          "2:input",
+          "2:final"
+        ])
       }).pipe(Effect.provide(services))
   )
 
