@@ -7,7 +7,9 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Recorder from "@ctxo/history/Recorder"
+import * as Turns from "@ctxo/history/Turns"
 import * as MemoryStore from "@ctxo/store/MemoryStore"
 import * as Store from "@ctxo/store/Store"
 import { describe, expect, it } from "@effect/vitest"
@@ -118,12 +120,15 @@ describe("Memory: promotion and the session levels", () => {
         const memory = yield* Memory.Memory
         const ids = (entries: ReadonlyArray<{ readonly id: string; readonly level: string }>) =>
           entries.filter((e) => e.level === "L2").map((e) => e.id)
-        // Recorded as the turn engine records (each document grown from the last), synced after each.
+        const history = yield* HistoryStore.HistoryStore
+        // Recorded as the turn engine records (each document grown from the last), synced after each:
+        // from the history as the engine read it after the answer (every other turn), or as memory
+        // reads it.
         const turn = (input: string, answer: string) =>
           Effect.gen(function* () {
             const began = yield* Recorder.startTurn("g", { input })
             yield* Recorder.endTurn("g", began.turn, answer)
-            return ids(yield* memory.sync("g"))
+            return ids(yield* memory.sync("g", began.turn % 2 === 0 ? yield* history.load("g") : undefined))
           })
         for (let i = 1; i <= 12; i++) expect(yield* turn(`small talk ${i}`, "Sure.")).toEqual([])
         expect(
@@ -138,6 +143,14 @@ describe("Memory: promotion and the session levels", () => {
         yield* store.updateMemory("g", (entries) => entries.filter((e) => e.id !== "L2:g:t13"))
         expect(yield* turn("small talk 22", "Sure.")).toEqual(["L2:g:t21", "L2:g:t13"])
         expect(yield* turn("small talk 23", "Sure.")).toEqual(["L2:g:t21", "L2:g:t13"])
+        // The history it is given is the one it promotes from (the caller's read under the lock).
+        const given = yield* history.load("g")
+        const next = Turns.finishTurn(
+          Turns.beginTurn(given, { input: "Please remember: the release branch is release/2.3." }).doc,
+          24,
+          "Noted."
+        ).doc
+        expect(ids(yield* memory.sync("g", next))).toEqual(["L2:g:t21", "L2:g:t13", "L2:g:t24"])
       }).pipe(
         Effect.provide(layerOver(store)),
         Effect.ensuring(Effect.sync(() => rmSync(root, { recursive: true, force: true })))
