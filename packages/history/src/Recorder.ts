@@ -107,16 +107,17 @@ export const recordToolResult = (
     })
   )
 
+/** Records the turn's answer; the answer, and the history it ends (what a read would give back now). */
 export const endTurn = (
   sessionId: string,
   turn: number,
   text: string,
   usage?: Usage
-): Effect.Effect<Message, HistoryError, HistoryStore> =>
+): Effect.Effect<{ readonly message: Message; readonly doc: HistoryDocument }, HistoryError, HistoryStore> =>
   Effect.flatMap(HistoryStore, (store) =>
     store.modify(sessionId, (doc) => {
-      const { doc: next, message } = finishTurn(doc, turn, text, usage)
-      return Effect.succeed([message, next] as const)
+      const ended = finishTurn(doc, turn, text, usage)
+      return Effect.succeed([ended, ended.doc] as const)
     })
   ).pipe(
     withSpan("Recorder.endTurn", {
