@@ -388,8 +388,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               Effect.as(Effect.logWarning(`memory of session ${sessionId} left out: ${e.message}`), {})
             )
           )
-    /** `doc`: the session's history as the turn left it (memory reads it otherwise). */
-    const promote = (sessionId: string, doc?: HistoryDocument) =>
+    /** `doc`: the session's history as the turn's answer left it. */
+    const promote = (sessionId: string, doc: HistoryDocument) =>
       Option.isNone(memory)
         ? Effect.void
         : memory.value.sync(sessionId, doc).pipe(
@@ -478,7 +478,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       driver: Driver<E, R>,
       options: TurnOptions,
       around: {
-        /** Tells the lock what history the turn left when it answered (it reads it otherwise). */
+        /** Tells the lock the history the turn's answer left (it reads it otherwise). */
         readonly leave: (doc: HistoryDocument) => void
         /**
          * Run once, after the first step's compile whatever its outcome and before anything else (a
@@ -551,12 +551,9 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             const answer = yield* driver.model(compiled, context)
             if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
             if (answer.toolCalls.length === 0) {
-              yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
-              // The answer is recorded: nothing after it fails the turn (a history that cannot be
-              // read now is read again by memory, which says so in the log, and by the lock).
-              const after = yield* Effect.either(history.load(sessionId))
-              if (Either.isRight(after)) leave(after.right)
-              yield* promote(sessionId, Either.getOrUndefined(after))
+              const ended = yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
+              leave(ended.doc)
+              yield* promote(sessionId, ended.doc)
               yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
               return {
                 _tag: "Answered",
@@ -603,7 +600,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           }
           yield* announce
           const text = `Stopped after ${options.maxSteps} tool steps.`
-          yield* provide(endTurn(sessionId, turn, text))
+          leave((yield* provide(endTurn(sessionId, turn, text))).doc)
           yield* emit({ type: "done", turn, text, steps: options.maxSteps })
           return {
             _tag: "Answered",
@@ -627,8 +624,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       sessionId: string,
       /**
        * Given the history as the lock found it (read once: nobody in this process changes it
-       * meanwhile), and where to leave the history the turn ends with when it has it at hand (the
-       * last thing it writes: read again when the turn ends otherwise).
+       * meanwhile), and where to leave the history its answer's record ends (read again when the
+       * turn ends otherwise: a failure, tool calls handed to the client).
        */
       effect: (
         loaded: Effect.Effect<HistoryDocument, HistoryError>,
@@ -648,15 +645,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                 left = doc
               }),
               Effect.suspend(() =>
-                left !== undefined
-                  ? Effect.sync(() => {
-                      last.seen = left
-                    })
-                  : Effect.flatMap(Effect.either(history.load(sessionId)), (doc) =>
-                      Effect.sync(() => {
-                        last.seen = Either.isRight(doc) ? doc.right : undefined
-                      })
-                    )
+                Effect.map(
+                  left === undefined
+                    ? Effect.either(history.load(sessionId))
+                    : Effect.succeed(Either.right(left)),
+                  (doc) => {
+                    last.seen = Either.getOrUndefined(doc)
+                  }
+                )
               )
             )
           })
