@@ -3,6 +3,7 @@
  * one run: in this thread (the baseline) and on 2 and 4 worker threads (`ctxo replay --concurrency`).
  * Reports session replays per second, compiles per second and each run's ratio to the baseline.
  * Worker runs include starting the workers (each loads the modules and its tokenizers).
+ * With CTXO_BENCH_ROUNDS under 5 (CI's smoke run) it replays a third of the sessions, and says so.
  */
 import { availableParallelism } from "node:os"
 import { fileURLToPath } from "node:url"
@@ -21,7 +22,9 @@ if (isReplayWorker()) {
     Layer.mergeAll(live, ModelRegistry.layer(), Tokenizer.layer(), NodeContext.layer)
   )
   const dir = fileURLToPath(new URL("../../../fixtures/sessions", import.meta.url))
-  const sessions = (await runtime.runPromise(loadSessions([dir]))).map((l) => l.session)
+  const recorded = (await runtime.runPromise(loadSessions([dir]))).map((l) => l.session)
+  const smoke = Number(process.env.CTXO_BENCH_ROUNDS ?? 5) < 5
+  const sessions = smoke ? recorded.slice(0, Math.ceil(recorded.length / 3)) : recorded
   // Warm the encoders and the JIT of this thread once, not measured.
   await runtime.runPromise(runAll({ sessions: sessions.slice(0, 2), profiles: defaultProfiles }))
 
@@ -42,7 +45,7 @@ if (isReplayWorker()) {
     if (r.result.violations.length > 0) throw new Error(`${r.name}: ${r.result.violations.length} violations`)
   const base = rows[0]!.result
   console.log(
-    `${sessions.length} sessions × ${defaultProfiles.length} profiles (${base.sessions * base.profiles.length} replays, ${base.compiles} compiles, each compiled twice); ${availableParallelism()} CPUs`
+    `${sessions.length} sessions × ${defaultProfiles.length} profiles (${base.sessions * base.profiles.length} replays, ${base.compiles} compiles, each compiled twice); ${availableParallelism()} CPUs${smoke ? `; smoke run (CTXO_BENCH_ROUNDS under 5): ${sessions.length} of the ${recorded.length} recorded sessions` : ""}`
   )
   for (const { name, result } of rows)
     console.log(
