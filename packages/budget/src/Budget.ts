@@ -47,6 +47,19 @@ const concat = <A>(lists: ReadonlyArray<ReadonlyArray<A>>): Array<A> => {
   return out
 }
 
+/**
+ * A unit's row as included, kept with the unit (rows are never changed): a warm compile hands the
+ * budget the same units as the last one, most of them included again.
+ */
+const includedRows = new WeakMap<Unit, UnitLedger>()
+const includedRow = (u: Unit, counted: UnitLedger["counted"]): UnitLedger => {
+  const known = includedRows.get(u)
+  if (known?.counted === counted) return known
+  const row = ledgerRow(u, "included", counted)
+  includedRows.set(u, row)
+  return row
+}
+
 export const fitBudget = <U extends Unit>(
   options: FitBudgetOptions<U>
 ): Either.Either<FittedRequest<U>, BudgetExceeded> => {
@@ -134,7 +147,7 @@ export const fitBudget = <U extends Unit>(
     const source = u.source
     if (kept[next] === u) {
       next++
-      return ledgerRow(u, "included", counter.method)
+      return includedRow(u, counter.method)
     }
     const reason = droppedByRepair.has(u.id)
       ? "dropped when the assembled request was counted whole"
