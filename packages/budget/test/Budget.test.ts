@@ -169,6 +169,43 @@ describe("fitBudget", () => {
     expect(result.report.available).toBe(Math.floor(180_000 * 0.9))
   })
 
+  it("gives each fit of the same units its own rows' method and status, one fit after another", () => {
+    // A warm compile hands the budget the units of the last one: their rows as included are kept,
+    // and must still say how this fit counted and whether this fit kept them.
+    const claude = setup("claude-3-5-haiku")
+    const sources = [
+      { id: "system_prompt", required: true, units: [system] },
+      { id: "knowledge", units: knowledge },
+      { id: "user_input", required: true, units: [input] }
+    ]
+    const exact = Either.getOrThrow(fitBudget({ model: gpt4, counter, countTotal, sources }))
+    const estimated = Either.getOrThrow(
+      fitBudget({
+        model: claude.model,
+        counter: claude.counter,
+        countTotal: (included) => claude.counter.countMessages(included.map((u) => u.message)),
+        sources
+      })
+    )
+    const off = Either.getOrThrow(
+      fitBudget({ model: gpt4, counter, countTotal, sources, shares: { knowledge: 0 } })
+    )
+    const again = Either.getOrThrow(fitBudget({ model: gpt4, counter, countTotal, sources }))
+    const rows = (r: typeof exact) => r.report.units.map((u) => `${u.id} ${u.status} ${u.counted}`)
+    expect(rows(exact)).toEqual([
+      "system included exact",
+      ...knowledge.map((u) => `${u.id} included exact`),
+      "input included exact"
+    ])
+    expect(rows(estimated)).toEqual(rows(exact).map((r) => r.replace(" exact", " estimate")))
+    expect(rows(off)).toEqual([
+      "system included exact",
+      ...knowledge.map((u) => `${u.id} dropped exact`),
+      "input included exact"
+    ])
+    expect(again.report.units).toEqual(exact.report.units)
+  })
+
   it("never sends more than is available, counted whole, whatever the units", () => {
     fc.assert(
       fc.property(
