@@ -194,8 +194,20 @@ export const selectBlocks = (options: {
     })
 
   const share = (id: string) => manifest.budget.shares?.[id] ?? DEFAULT_SHARES[id] ?? 0
-  /** The history's grant when the others take their shares (its ask: every offered turn whole). */
-  const historyGrant = (reserved: number, ask: number) =>
+  /**
+   * The history's grant when the others take their shares (its ask: every offered turn whole).
+   * A plan asks it twice or more with the same numbers (whether every turn fits whole, then how far
+   * reduced turns may grow back): the last answer is kept. It depends on the pinned units too.
+   */
+  let lastGrant: { reserved: number; ask: number; required: number; grant: number } | undefined
+  const historyGrant = (reserved: number, ask: number) => {
+    if (lastGrant?.reserved === reserved && lastGrant.ask === ask && lastGrant.required === requiredTokens)
+      return lastGrant.grant
+    const grant = grantOf(reserved, ask)
+    lastGrant = { reserved, ask, required: requiredTokens, grant }
+    return grant
+  }
+  const grantOf = (reserved: number, ask: number) =>
     Either.match(
       allocate({
         model: model.id,
@@ -359,7 +371,13 @@ export const selectBlocks = (options: {
       }
       const covered = (t: Turn) => coveredBy(shownSummaries, t.turn) !== undefined
       let candidates = walkTurns
-      if (previousStart !== undefined && candidates.some((t) => t.turn >= previousStart)) {
+      // Offered turns come oldest first: a previous cut leaves turns out only when the oldest is before it.
+      if (
+        previousStart !== undefined &&
+        candidates.length > 0 &&
+        candidates[0]!.turn < previousStart &&
+        candidates.some((t) => t.turn >= previousStart)
+      ) {
         // The previous cut over summarized turns, kept while what follows it fits whole.
         const kept = candidates.filter((t) => t.turn >= previousStart)
         const keptWhole = wholeTokens(kept)
