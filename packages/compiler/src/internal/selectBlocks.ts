@@ -528,11 +528,11 @@ export const selectBlocks = (options: {
   const final = plan
   const offeredLedger: Array<UnitLedger> = []
   let stoppedAt: number | undefined
-  const shownIds = new Set(final.turns.map((u) => u.id))
-  // Every offered turn shown: none to account for.
-  for (const t of showsEvery(final.turns) ? [] : [...walkTurns].reverse()) {
+  // Every offered turn shown: none to account for (and no set of the shown ones made).
+  const shownIds = showsEvery(final.turns) ? undefined : new Set(final.turns.map((u) => u.id))
+  for (const t of shownIds === undefined ? [] : [...walkTurns].reverse()) {
     const w = wholeOf(t)
-    if (shownIds.has(w.id)) continue
+    if (shownIds!.has(w.id)) continue
     const summary = coveredBy(final.shownSummaries, t.turn)
     const reason =
       summary !== undefined
@@ -560,11 +560,14 @@ export const selectBlocks = (options: {
       )
   const report = fitted.right.report
   // Reduced turns shown are in the ledger as cut, with what they would take whole.
-  const shownUnits = new Map(
-    [...final.turns, ...pinnedUnits].flatMap((u) =>
-      u.kind === "turn" && u.reduced === true ? [[`${u.source}\u0000${u.id}`, u] as const] : []
-    )
-  )
+  const shownUnits = new Map<string, Extract<CompileUnit, { readonly kind: "turn" }>>()
+  const reducedTurns: Array<number> = []
+  for (const shown of [final.turns, pinnedUnits])
+    for (const u of shown)
+      if (u.kind === "turn" && u.reduced === true) {
+        shownUnits.set(`${u.source}\u0000${u.id}`, u)
+        reducedTurns.push(u.turn.turn)
+      }
   // The offered turns by number (a history's turns have distinct numbers), for a reduced turn's
   // whole form; made only when one is shown.
   const offeredByNumber = shownUnits.size === 0 ? undefined : new Map(offered.map((t) => [t.turn, t]))
@@ -573,7 +576,7 @@ export const selectBlocks = (options: {
       ? report.units
       : report.units.map((row) => {
           const unit = shownUnits.get(`${row.source}\u0000${row.id}`)
-          if (unit === undefined || unit.kind !== "turn" || row.status !== "included") return row
+          if (unit === undefined || row.status !== "included") return row
           const whole =
             unit.source === "pinned_history"
               ? undefined
@@ -591,12 +594,10 @@ export const selectBlocks = (options: {
   return Either.right({
     fitted: {
       ...fitted.right,
-      report: { ...report, units: [...units, ...offeredLedger] }
+      report: { ...report, units: offeredLedger.length === 0 ? units : [...units, ...offeredLedger] }
     },
     historyStartTurn,
-    reducedTurns: [...final.turns, ...pinnedUnits]
-      .flatMap((u) => (u.kind === "turn" && u.reduced === true ? [u.turn.turn] : []))
-      .sort((a, b) => a - b),
+    reducedTurns: reducedTurns.sort((a, b) => a - b),
     leftOutTurns: final.leftOut
   })
 }
