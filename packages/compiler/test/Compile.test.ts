@@ -290,6 +290,12 @@ describe("compile under a budget", () => {
     const h = historyOf(result)
     expect(h.shown).toEqual(Array.from({ length: h.shown.length }, (_, i) => 30 - i))
     expect(h.systemTexts.join("\n")).toMatch(/\(Earlier turn 1; turns 3-\d+ left out to fit the budget/)
+    // The request shows the pinned turn where it happened: every question in turn order.
+    if (result.format !== "openai") throw new Error("expected an openai request")
+    const asked = result.request.messages.flatMap((m) =>
+      m.role === "user" ? [Number(/^Question (\d+):/.exec(m.content ?? "")?.[1] ?? Number.NaN)] : []
+    )
+    expect(asked.filter((n) => !Number.isNaN(n))).toEqual([2, ...[...h.shown].reverse()])
     expectPairs(result)
   })
 
