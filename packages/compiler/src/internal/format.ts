@@ -46,21 +46,29 @@ export const makeFormatter = (options: {
         : units
       contexts[key] = ordered.map((u) => u.text).join("\n\n")
     }
-    // The kept turns, oldest first (as the budget orders them, most often: then not sorted again),
-    // the running one among them, and the tools: one pass over what was kept.
+    // The kept turns, oldest first, the running one among them, and the tools: one pass over what
+    // was kept. The budget most often orders turns one way or the other (the plan hands recent
+    // history newest first): then they are not sorted again, only reversed.
     const keptTurns: Array<Turn> = []
-    let ordered = true
+    let ascending = true
+    let descending = true
     let running: Turn | undefined
     const tools: Array<ToolSpec> = []
     for (const u of included) {
       if (u.kind === "turn") {
-        if (ordered && keptTurns.length > 0 && keptTurns[keptTurns.length - 1]!.turn > u.turn.turn)
-          ordered = false
+        const previous = keptTurns[keptTurns.length - 1]
+        if (previous !== undefined) {
+          if (previous.turn > u.turn.turn) ascending = false
+          else descending = false
+        }
         keptTurns.push(u.turn)
         if (u.running === true && running === undefined) running = u.turn
       } else if (u.kind === "tool") tools.push(u.spec)
     }
-    if (!ordered) keptTurns.sort((a, b) => a.turn - b.turn)
+    if (!ascending) {
+      if (descending) keptTurns.reverse()
+      else keptTurns.sort((a, b) => a.turn - b.turn)
+    }
     const checkpointMessages: Array<Message> = []
     for (const t of keptTurns) for (const m of t.messages) checkpointMessages.push(m)
     return compose({
