@@ -10,7 +10,8 @@
  */
 import type { BlockIdSidecar } from "@ctxo/blocks/BlockIds"
 import type { Counter } from "@ctxo/budget/Tokenizer"
-import type { HistoryDocument, Summary } from "@ctxo/history/Message"
+import type { HistoryDocument, Message, Summary } from "@ctxo/history/Message"
+import { turnsOf } from "@ctxo/history/Turns"
 import { MAP_FILE } from "@ctxo/store/Paths"
 import { Context, Effect, Either } from "effect"
 import { InvalidContextKey, UnresolvedReference } from "./CompilerErrors.ts"
@@ -173,8 +174,15 @@ export const todoSource: ContextSource = {
 const runningNode = (history: HistoryDocument): string | undefined => {
   const last = history.messages.at(-1)
   if (last === undefined) return undefined
-  const turn = last.meta.turn
-  const messages = history.messages.filter((m) => m.meta.turn === turn)
+  // The last message's turn, from the history's grouping into turns (kept as it grows: no pass
+  // over every message each compile).
+  const turns = turnsOf(history.messages)
+  let messages: ReadonlyArray<Message> = []
+  for (let i = turns.length - 1; i >= 0; i--)
+    if (turns[i]!.turn === last.meta.turn) {
+      messages = turns[i]!.messages
+      break
+    }
   if (messages.some((m) => m.meta.kind === "final")) return undefined
   return messages.find((m) => m.meta.kind === "input")?.meta.node
 }
