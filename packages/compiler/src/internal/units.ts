@@ -180,10 +180,21 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
       return counter.countMessages(upTo === undefined ? all : all.slice(0, upTo)) + tools
     }
     const list = rendered.request.messages
-    let total = requestBase + (upTo === undefined ? toolsTokens(rendered.request.tools) : 0)
-    for (let i = 0; i < (upTo ?? list.length); i++) total += messageTokens(list[i]!)
-    return total
+    if (upTo !== undefined) {
+      // A prefix of a request counted whole (the emit stage's unchanged prefix): its running sums.
+      const sums = prefixSums.get(list)
+      if (sums !== undefined && upTo <= list.length) return requestBase + sums[upTo]!
+      let total = requestBase
+      for (let i = 0; i < upTo; i++) total += messageTokens(list[i]!)
+      return total
+    }
+    const sums = new Float64Array(list.length + 1)
+    for (let i = 0; i < list.length; i++) sums[i + 1] = sums[i]! + messageTokens(list[i]!)
+    prefixSums.set(list, sums)
+    return requestBase + toolsTokens(rendered.request.tools) + sums[list.length]!
   }
+  /** The running sums of a request's messages' tokens, by its message list, as last counted whole. */
+  const prefixSums = new WeakMap<ReadonlyArray<OpenAIMessage>, Float64Array>()
   // A unit's tokens are what it adds to the rendered request: its text plus the provider's framing
   // (a context is one system message; a turn its messages with their tool calls), so the final
   // exact count rarely needs repairing.
