@@ -213,7 +213,12 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
         if (doc === undefined) return [] as ReadonlyArray<Turn>
         const hit = decoded.get(key)
         if (hit !== undefined && hit.doc === doc) return hit.turns
-        const turns = turnsOf(doc.messages.filter((m) => m.meta.kind !== "summary")).filter((t) => t.finished)
+        // Without summaries among them (most histories), the messages are grouped as they are: the
+        // grouping the history keeps as it grows, not a copy grouped afresh.
+        const messages = doc.messages.some((m) => m.meta.kind === "summary")
+          ? doc.messages.filter((m) => m.meta.kind !== "summary")
+          : doc.messages
+        const turns = turnsOf(messages).filter((t) => t.finished)
         decoded.set(key, { doc, turns })
         return turns
       })
