@@ -174,8 +174,8 @@ export const todoSource: ContextSource = {
 const runningNode = (history: HistoryDocument): string | undefined => {
   const last = history.messages.at(-1)
   if (last === undefined) return undefined
-  // The last message's turn, from the history's grouping into turns (kept as it grows: no pass
-  // over every message each compile).
+  // The last message's turn, from the history's grouping into turns (kept as it grows: a check of
+  // the kept grouping's messages by identity instead of a filtered copy of every message).
   const turns = turnsOf(history.messages)
   let messages: ReadonlyArray<Message> = []
   for (let i = turns.length - 1; i >= 0; i--)

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
 import type { CompileOptions } from "../src/Compile.ts"
 import { compile } from "../src/Compile.ts"
+import { openAIChatMessage } from "../src/internal/units.ts"
 import { parseManifest } from "../src/Manifest.ts"
 import * as Workspace from "../src/Workspace.ts"
 
@@ -338,6 +339,18 @@ describe("compile under a budget", () => {
     expect(second.prefix.hash).toBe(first.prefix.hash)
     expect(second.prefix.unchangedMessages).toBeGreaterThan(3)
     expect(second.prefix.unchangedTokens).toBeGreaterThan(second.prefix.tokens)
+    // Exactly what those messages take in the request, counted afresh.
+    if (second.format !== "openai") throw new Error("expected an openai request")
+    const model = Effect.runSync(
+      Either.getOrThrow(ModelRegistry.make({ overrides: [{ origin: "test", config: tiny }] })).resolve(
+        "acme/tiny-4k"
+      )
+    )
+    const counter = Effect.runSync(Tokenizer.makeUnsafe().counter(model))
+    const unchanged = second.request.messages.slice(0, second.prefix.unchangedMessages)
+    expect(second.prefix.unchangedTokens).toBe(
+      counter.countMessages(unchanged.map(openAIChatMessage)) - counter.countMessages([])
+    )
   })
 
   it("refuses an input that cannot fit, with the numbers", async () => {

@@ -371,18 +371,21 @@ export const selectBlocks = (options: {
       }
       const covered = (t: Turn) => coveredBy(shownSummaries, t.turn) !== undefined
       let candidates = walkTurns
-      // Offered turns come oldest first: a previous cut leaves turns out only when the oldest is before it.
-      if (
-        previousStart !== undefined &&
-        candidates.length > 0 &&
-        candidates[0]!.turn < previousStart &&
-        candidates.some((t) => t.turn >= previousStart)
-      ) {
+      // A previous cut applies when it leaves some offered turns out and keeps some: looked at
+      // with one pass of comparisons, the kept turns copied and summed only then.
+      let before = false
+      let after = false
+      if (previousStart !== undefined)
+        for (const t of candidates) {
+          if (t.turn < previousStart) before = true
+          else after = true
+          if (before && after) break
+        }
+      if (previousStart !== undefined && before && after) {
         // The previous cut over summarized turns, kept while what follows it fits whole.
         const kept = candidates.filter((t) => t.turn >= previousStart)
         const keptWhole = wholeTokens(kept)
         if (
-          kept.length < candidates.length &&
           candidates.filter((t) => t.turn < previousStart).every(covered) &&
           keptWhole <= Math.min(room - used, historyGrant(used + noteReserve, keptWhole))
         )

@@ -179,22 +179,25 @@ export const makeCounting = (counter: Counter, cache: CompileCache.Service): Cou
       const all = chatMessagesOf(rendered)
       return counter.countMessages(upTo === undefined ? all : all.slice(0, upTo)) + tools
     }
+    // A prefix (the emit stage's unchanged messages) is read from the running sums the request's
+    // whole count left.
     const list = rendered.request.messages
-    if (upTo !== undefined) {
-      // A prefix of a request counted whole (the emit stage's unchanged prefix): its running sums.
-      const sums = prefixSums.get(list)
-      if (sums !== undefined && upTo <= list.length) return requestBase + sums[upTo]!
-      let total = requestBase
-      for (let i = 0; i < upTo; i++) total += messageTokens(list[i]!)
-      return total
-    }
-    const sums = new Float64Array(list.length + 1)
-    for (let i = 0; i < list.length; i++) sums[i + 1] = sums[i]! + messageTokens(list[i]!)
-    prefixSums.set(list, sums)
-    return requestBase + toolsTokens(rendered.request.tools) + sums[list.length]!
+    const sums = runningSums(list)
+    return upTo === undefined
+      ? requestBase + toolsTokens(rendered.request.tools) + sums[list.length]!
+      : requestBase + sums[Math.min(upTo, list.length)]!
   }
-  /** The running sums of a request's messages' tokens, by its message list, as last counted whole. */
+  /** A request's messages' tokens summed message by message (`[i]`: the first i), kept by its list. */
   const prefixSums = new WeakMap<ReadonlyArray<OpenAIMessage>, Float64Array>()
+  const runningSums = (list: ReadonlyArray<OpenAIMessage>) => {
+    let sums = prefixSums.get(list)
+    if (sums === undefined) {
+      sums = new Float64Array(list.length + 1)
+      for (let i = 0; i < list.length; i++) sums[i + 1] = sums[i]! + messageTokens(list[i]!)
+      prefixSums.set(list, sums)
+    }
+    return sums
+  }
   // A unit's tokens are what it adds to the rendered request: its text plus the provider's framing
   // (a context is one system message; a turn its messages with their tool calls), so the final
   // exact count rarely needs repairing.
