@@ -213,8 +213,8 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
         if (doc === undefined) return [] as ReadonlyArray<Turn>
         const hit = decoded.get(key)
         if (hit !== undefined && hit.doc === doc) return hit.turns
-        // Without summaries among them (most histories), the messages are grouped as they are: the
-        // grouping the history keeps as it grows, not a copy grouped afresh.
+        // Without summaries among them (most histories), the messages are grouped as they are (the
+        // grouping the history keeps as it grows), with no filtered copy of every message each turn.
         const messages = doc.messages.some((m) => m.meta.kind === "summary")
           ? doc.messages.filter((m) => m.meta.kind !== "summary")
           : doc.messages
