@@ -341,16 +341,16 @@ describe("compile under a budget", () => {
     expect(second.prefix.unchangedTokens).toBeGreaterThan(second.prefix.tokens)
     // Exactly what those messages take in the request, counted afresh.
     if (second.format !== "openai") throw new Error("expected an openai request")
-    const model = Effect.runSync(
-      Either.getOrThrow(ModelRegistry.make({ overrides: [{ origin: "test", config: tiny }] })).resolve(
-        "acme/tiny-4k"
-      )
-    )
-    const counter = Effect.runSync(Tokenizer.makeUnsafe().counter(model))
     const unchanged = second.request.messages.slice(0, second.prefix.unchangedMessages)
-    expect(second.prefix.unchangedTokens).toBe(
-      counter.countMessages(unchanged.map(openAIChatMessage)) - counter.countMessages([])
+    // Through the same layers as the compile (the tokenizer released after).
+    const counted = await Effect.runPromise(
+      Effect.gen(function* () {
+        const model = yield* (yield* ModelRegistry.ModelRegistry).resolve("acme/tiny-4k")
+        const counter = yield* (yield* Tokenizer.Tokenizer).counter(model)
+        return counter.countMessages(unchanged.map(openAIChatMessage)) - counter.countMessages([])
+      }).pipe(Effect.provide(layerFor(root, tiny)))
     )
+    expect(second.prefix.unchangedTokens).toBe(counted)
   })
 
   it("refuses an input that cannot fit, with the numbers", async () => {
