@@ -16,7 +16,8 @@
  * renders for a quarter of a second, at least once; a library whose renders took a minute is not
  * rendered again, and one whose warm-up took a minute has that render as its one: prompt-tsx's),
  * how many, the exact count of the text it produced (a fresh counter, cache off), the blocks kept,
- * and ctxo's ratio to the faster of the two. Target: ctxo at least 10x faster, with the final count exact and within the budget.
+ * and ctxo's ratio to the faster of the two. Target: ctxo at least 10x faster, with the final count
+ * exact and within the budget.
  */
 
 import { performance } from "node:perf_hooks"
@@ -157,7 +158,7 @@ const median = (values: ReadonlyArray<number>) =>
   [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 const times: Record<string, Array<number>> = {}
 const results: Record<string, Fitted> = {}
-/** Libraries whose one render is their warm-up (it took a minute or more: see below). */
+/** Libraries whose one render is their warm-up (it took MEASURED_AT_MOST_MS or more), cold. */
 const coldOnly = new Set<string>()
 for (const [name, render] of Object.entries(libraries)) {
   const start = performance.now()
