@@ -357,8 +357,15 @@ const bounded = <K, V>(map: Map<K, V>, max: number) => {
   while (map.size > max) map.delete(map.keys().next().value as K)
 }
 
-/** One lock per session of a store, re-entrant within the fiber holding it, dropped when idle. */
-export const sessionLocks = (storeKey: string) => {
+/**
+ * One lock per session of a store, re-entrant within the fiber holding it (a lock span: the effect
+ * given and what it runs), dropped when idle. `enter` runs first in each new span, once the lock is
+ * held (the file store waits there for a fold of the session that the span before it left running).
+ */
+export const sessionLocks = (
+  storeKey: string,
+  enter: (sessionId: string) => Effect.Effect<void> = () => Effect.void
+) => {
   const locks = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
   return <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.flatMap(FiberRef.get(heldLocks), (held) => {
@@ -377,7 +384,10 @@ export const sessionLocks = (storeKey: string) => {
         (lock) =>
           timedWait(sessionId, (entered) =>
             lock.semaphore.withPermits(1)(
-              Effect.zipRight(entered, Effect.locally(effect, heldLocks, HashSet.add(held, key)))
+              Effect.zipRight(
+                entered,
+                Effect.zipRight(enter(sessionId), Effect.locally(effect, heldLocks, HashSet.add(held, key)))
+              )
             )
           ),
         (lock) =>
@@ -425,7 +435,8 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
         })
   )
 
-  const withSessionLock = sessionLocks(root)
+  // A new span waits for a fold of the session's history that the span before it left running.
+  const withSessionLock = sessionLocks(root, (sessionId) => history.settle(sessionId))
   const indexLock = Effect.unsafeMakeSemaphore(1)
 
   // --- who may touch what
@@ -748,6 +759,10 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       allowed: (base, sessionId) => allowedFor(base, "session", sessionId),
       withSessionLock,
       withoutLocks: (effect) => Effect.locally(effect, heldLocks, HashSet.empty()),
+      lockSpan: (sessionId) =>
+        Effect.map(FiberRef.get(heldLocks), (held) =>
+          HashSet.has(held, `${root}\u0000${sessionId}`) ? held : undefined
+        ),
       writeSessionFile,
       io,
       scope: root,

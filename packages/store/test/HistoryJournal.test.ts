@@ -16,7 +16,7 @@ import {
 } from "node:fs"
 import { open } from "node:fs/promises"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { Effect, Either } from "effect"
@@ -381,6 +381,81 @@ describe("the file store's history journal", () => {
     // Folded at the fourth record (2,400 bytes); the fifth starts a new journal.
     expect(textsOf(JSON.parse(readFileSync(big.file("messages.json"), "utf8")))).toHaveLength(4)
     expect(textsOf(await run(big.store.readHistoryJson("s")))).toHaveLength(5)
+  })
+
+  it("folds at a lock span's first record while the span goes on (a turn waiting for its model)", async () => {
+    const { root, store, file } = await setup({ journal: { foldRecords: 4 } })
+    // The first span passes the mark at its last record: the fold is left to the next span.
+    await run(
+      store.withSessionLock(
+        "s",
+        Effect.forEach(["a", "b", "c", "d"], (t) => add(store, t))
+      )
+    )
+    expect(linesOf(readFileSync(file("messages.journal"), "utf8"))).toHaveLength(4)
+    await run(
+      store.withSessionLock(
+        "s",
+        Effect.gen(function* () {
+          yield* add(store, "input")
+          // Still in the span, between its records: the fold runs meanwhile and ends.
+          for (let i = 0; i < 200 && existsSync(file("messages.journal")); i++)
+            yield* Effect.sleep("10 millis")
+          expect(existsSync(file("messages.journal"))).toBe(false)
+          const folded = JSON.parse(readFileSync(file("messages.json"), "utf8"))
+          expect(folded).toMatchObject({ [JOURNAL_SEQ]: 5 })
+          expect(textsOf(folded)).toEqual(["a", "b", "c", "d", "input"])
+          yield* add(store, "answer")
+        })
+      )
+    )
+    // The span's next record starts a new journal: nothing lost, nothing twice.
+    expect(linesOf(readFileSync(file("messages.journal"), "utf8"))).toHaveLength(1)
+    const expected = ["a", "b", "c", "d", "input", "answer"]
+    expect(textsOf(await run(store.readHistoryJson("s")))).toEqual(expected)
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(expected)
+  })
+
+  it("the span's next record, the next lock span and a read wait for a fold running in a span", async () => {
+    const { store, file } = await setup({ journal: { foldRecords: 2 } })
+    await run(
+      store.withSessionLock(
+        "s",
+        Effect.forEach(["a", "b"], (t) => add(store, t))
+      )
+    )
+    // The fold's write is slow to reach the disk: the span that started it ends first.
+    const probe = await open(file("messages.journal"), "r")
+    const prototype = Object.getPrototypeOf(probe) as { sync: () => Promise<void> }
+    await probe.close()
+    const fsync = prototype.sync
+    vi.spyOn(prototype, "sync").mockImplementation(function (this: unknown) {
+      return new Promise((r) => setTimeout(r, 300)).then(() => fsync.call(this))
+    })
+    // A span whose next record comes while its fold still writes: the record waits, and is kept.
+    await run(store.withSessionLock("s", Effect.zipRight(add(store, "c"), add(store, "d"))))
+    expect(textsOf(await run(store.readHistoryJson("s")))).toEqual(["a", "b", "c", "d"])
+    expect(linesOf(readFileSync(file("messages.journal"), "utf8"))).toHaveLength(1)
+    // Past the mark again (d, e): this span folds at its first record, and ends at once.
+    await run(store.withSessionLock("s", add(store, "e")))
+    expect(existsSync(file("messages.journal"))).toBe(true)
+    const [read, seen] = await Promise.all([
+      run(store.readHistoryJson("s")),
+      run(
+        store.withSessionLock(
+          "s",
+          Effect.sync(() => ({
+            journal: existsSync(file("messages.journal")),
+            folded: JSON.parse(readFileSync(file("messages.json"), "utf8"))[JOURNAL_SEQ]
+          }))
+        )
+      )
+    ])
+    expect(textsOf(read)).toEqual(["a", "b", "c", "d", "e"])
+    // The span entered once the fold was done, not in the middle of it.
+    expect(seen).toEqual({ journal: false, folded: 5 })
+    await run(store.deleteSession("s"))
+    expect(existsSync(dirname(file("messages.json")))).toBe(false)
   })
 
   it("folds the journals it wrote when the store's scope closes; one it only read stays", async () => {
