@@ -367,7 +367,7 @@ export const sessionLocks = (
   enter: (sessionId: string) => Effect.Effect<void> = () => Effect.void
 ) => {
   const locks = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
-  return <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  const withLock = <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.flatMap(FiberRef.get(heldLocks), (held) => {
       const key = `${storeKey}\u0000${sessionId}`
       if (HashSet.has(held, key)) return effect
@@ -397,6 +397,9 @@ export const sessionLocks = (
           })
       )
     })
+  /** Whether a span holds the session's lock or waits for it. */
+  const busy = (sessionId: string) => (locks.get(`${storeKey}\u0000${sessionId}`)?.users ?? 0) > 0
+  return Object.assign(withLock, { busy })
 }
 
 export interface StoreOptions {
@@ -759,6 +762,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       allowed: (base, sessionId) => allowedFor(base, "session", sessionId),
       withSessionLock,
       withoutLocks: (effect) => Effect.locally(effect, heldLocks, HashSet.empty()),
+      busy: (sessionId) => withSessionLock.busy(sessionId),
       lockSpan: (sessionId) =>
         Effect.map(FiberRef.get(heldLocks), (held) =>
           HashSet.has(held, `${root}\u0000${sessionId}`) ? held : undefined
@@ -799,6 +803,8 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
               return yield* new PathRefused({ path: id, reason: "a file of the data root has this name" })
             // A folder without a record is what a deleted session left: the new one starts empty.
             if (existing !== undefined) {
+              // A fold of the old session's history still running in a span that held its lock.
+              yield* history.settle(id)
               yield* attempt(dir, "create", () => rm(dir, { recursive: true, force: true }))
               history.forget(id)
             }
@@ -831,6 +837,9 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
           Effect.gen(function* () {
             const base = yield* ready
             yield* getSession(id)
+            // A fold of its history running in the span that holds its lock (a delete in that span)
+            // ends first: it would put the history back in memory once the folder is gone.
+            yield* history.settle(id)
             const records = yield* readIndex
             // The index first: a crash after it leaves an orphan directory, never a dangling record.
             yield* writeIndex(records.filter((r) => r.id !== id))

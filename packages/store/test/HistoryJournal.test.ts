@@ -8,6 +8,7 @@ import {
   appendFileSync,
   existsSync,
   mkdtempSync,
+  type PathLike,
   readFileSync,
   rmSync,
   statSync,
@@ -15,6 +16,7 @@ import {
   writeFileSync
 } from "node:fs"
 import { open } from "node:fs/promises"
+import { createRequire, syncBuiltinESMExports } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { setFlagsFromString } from "node:v8"
@@ -384,7 +386,7 @@ describe("the file store's history journal", () => {
   })
 
   it("folds at a lock span's first record while the span goes on (a turn waiting for its model)", async () => {
-    const { root, store, file } = await setup({ journal: { foldRecords: 4 } })
+    const { root, store, file } = await setup({ journal: { foldRecords: 4, foldDelayMs: 1_000 } })
     // The first span passes the mark at its last record: the fold is left to the next span.
     await run(
       store.withSessionLock(
@@ -417,7 +419,7 @@ describe("the file store's history journal", () => {
   })
 
   it("the span's next record, the next lock span and a read wait for a fold running in a span", async () => {
-    const { store, file } = await setup({ journal: { foldRecords: 2 } })
+    const { store, file } = await setup({ journal: { foldRecords: 2, foldDelayMs: 1_000 } })
     await run(
       store.withSessionLock(
         "s",
@@ -456,6 +458,83 @@ describe("the file store's history journal", () => {
     expect(seen).toEqual({ journal: false, folded: 5 })
     await run(store.deleteSession("s"))
     expect(existsSync(dirname(file("messages.json")))).toBe(false)
+  })
+
+  it("a mark passed in the middle of a span is folded by the next span, not queued behind it", async () => {
+    const { store, file } = await setup({ journal: { foldRecords: 4, foldDelayMs: 100 } })
+    await run(add(store, "seed"))
+    // A turn: input, call, result (the fourth record: past the mark, not the span's first), then
+    // the model's next step for longer than the delay, then the answer.
+    await run(
+      store.withSessionLock(
+        "s",
+        Effect.gen(function* () {
+          yield* Effect.forEach(["input", "call", "result"], (t) => add(store, t))
+          yield* Effect.sleep("300 millis")
+          yield* add(store, "answer")
+        })
+      )
+    )
+    // The client's next turn at once: no fold ran between the two (one queued behind the turn
+    // would have taken the lock first), and its first record starts it.
+    const lines = await run(
+      store.withSessionLock(
+        "s",
+        Effect.gen(function* () {
+          const before = linesOf(readFileSync(file("messages.journal"), "utf8")).length
+          yield* add(store, "next")
+          return before
+        })
+      )
+    )
+    expect(lines).toBe(5)
+    for (let i = 0; i < 200 && existsSync(file("messages.journal")); i++)
+      await new Promise((r) => setTimeout(r, 10))
+    const folded = JSON.parse(readFileSync(file("messages.json"), "utf8"))
+    expect(folded).toMatchObject({ [JOURNAL_SEQ]: 6 })
+    expect(textsOf(folded)).toEqual(["seed", "input", "call", "result", "answer", "next"])
+  })
+
+  it("a session deleted in the span whose fold still runs stays deleted; one made again is empty", async () => {
+    const { root, store, file } = await setup({ journal: { foldRecords: 2, foldDelayMs: 1_000 } })
+    await run(
+      store.withSessionLock(
+        "s",
+        Effect.forEach(["a", "b"], (t) => add(store, t))
+      )
+    )
+    // The fold's look at the journal before removing it is late: it is still running after its
+    // rename of messages.json (the store's own import of lstat is the one replaced).
+    const promises = createRequire(import.meta.url)("node:fs/promises") as typeof import("node:fs/promises")
+    const lstat = promises.lstat
+    promises.lstat = (async (path: PathLike, ...rest: []) => {
+      if (String(path).endsWith("messages.journal")) await new Promise((r) => setTimeout(r, 300))
+      return lstat(path, ...rest)
+    }) as typeof lstat
+    syncBuiltinESMExports()
+    try {
+      await run(
+        store.withSessionLock(
+          "s",
+          Effect.gen(function* () {
+            yield* add(store, "c")
+            const seq = () => JSON.parse(readFileSync(file("messages.json"), "utf8"))[JOURNAL_SEQ]
+            for (let i = 0; i < 300 && !(existsSync(file("messages.json")) && seq() === 3); i++)
+              yield* Effect.sleep("5 millis")
+            yield* store.deleteSession("s")
+          })
+        )
+      )
+    } finally {
+      promises.lstat = lstat
+      syncBuiltinESMExports()
+    }
+    expect(existsSync(join(root, "s"))).toBe(false)
+    await run(store.createSession({ id: "s", concept: "again" }))
+    expect(await run(store.readHistoryJson("s"))).toBeUndefined()
+    await run(add(store, "new"))
+    expect(textsOf(await run(store.readHistoryJson("s")))).toEqual(["new"])
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["new"])
   })
 
   it("folds the journals it wrote when the store's scope closes; one it only read stays", async () => {

@@ -18,9 +18,10 @@
  *     span's next record, any read of the history and the session's next lock span wait for it.
  *     A fold after the turn instead held up the session's next turn: 8.5-10.6 ms once in 128
  *     turns for a client that sends its next step at once (the turn bench);
- *   - otherwise `foldDelayMs` after the record that passed the mark, under the session's lock, if
- *     no span folded meanwhile (a session that goes quiet); at once for a record appended outside
- *     a lock span, or a journal past twice `foldRecords`.
+ *   - for a record appended outside a lock span, in the background under the session's lock;
+ *   - for another record of a span (a turn's tool step or answer), once the session has been
+ *     quiet for `foldDelayMs` (no span holding or waiting for its lock, none appending a record),
+ *     under the lock, if no span folded meanwhile: the next span's first record folds it otherwise.
  */
 import { fstatSync, ftruncateSync, writeSync } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
@@ -65,8 +66,9 @@ export interface JournalOptions {
   /** A journal of this many bytes is folded into messages.json (default 1 MiB). */
   readonly foldBytes?: number
   /**
-   * How long a fold that came due in the middle of a lock span waits for the session's next span to
-   * fold it at its first record (default 200 ms); then it folds under the lock.
+   * How long the session must be quiet before a fold that came due in the middle of a lock span is
+   * made under the lock (default 200 ms); the session's next span folds it at its first record
+   * otherwise.
    */
   readonly foldDelayMs?: number
 }
@@ -91,10 +93,13 @@ export interface JournalDeps {
   /** `effect` as a fiber that holds no session lock (a fold forked from a turn waits for the turn's). */
   readonly withoutLocks: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   /**
-   * The lock span the caller is in for the session (an object that stays the same for the span),
-   * or undefined when it does not hold the session's lock.
+   * The lock span the caller is in for the session (the same object for the span's records, but
+   * for those made inside another session's lock taken within it), or undefined when it does not
+   * hold the session's lock.
    */
   readonly lockSpan: (sessionId: string) => Effect.Effect<object | undefined>
+  /** Whether a span holds the session's lock or waits for it. */
+  readonly busy: (sessionId: string) => boolean
   /** An atomic write of a file of an existing session (SessionNotFound when its directory is gone). */
   readonly writeSessionFile: (
     sessionId: string,
@@ -503,17 +508,25 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     )
 
   /**
-   * A fold in the background, after `delay` ms (it waits for the lock; the turn that asked goes on),
-   * when the journal is still past its marks then.
+   * A fold in the background (it waits for the lock; the turn that asked goes on), when the journal
+   * is still past its marks then. `whenQuiet`: once the session has been quiet for `foldDelay` ms
+   * (a fold queued behind a turn held up the client's next turn).
    */
-  const scheduleFold = (sessionId: string, delay: number) =>
+  const scheduleFold = (sessionId: string, whenQuiet: boolean) =>
     Effect.suspend(() => {
       if (folding.has(sessionId)) return Effect.void
       const done = Deferred.unsafeMake<void>(FiberId.none)
       folding.set(sessionId, done)
       const fold = deps.withoutLocks(foldLocked(sessionId, true))
+      // Quiet: no span holds or waits for the lock now, and none appended a record meanwhile.
+      const quiet: Effect.Effect<void> = Effect.suspend(() => {
+        const before = lastSpan.get(sessionId)
+        return Effect.flatMap(Effect.sleep(foldDelay), () =>
+          deps.busy(sessionId) || lastSpan.get(sessionId) !== before ? quiet : Effect.void
+        )
+      })
       // Interruptible, though forked from the append (which is not).
-      return (delay > 0 ? Effect.zipRight(Effect.sleep(delay), fold) : fold).pipe(
+      return (whenQuiet ? Effect.zipRight(quiet, fold) : fold).pipe(
         Effect.interruptible,
         Effect.ensuring(
           Effect.zipRight(
@@ -607,11 +620,11 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       const first = span !== undefined && lastSpan.get(sessionId) !== span
       if (span !== undefined) lastSpan.set(sessionId, span)
       if (isDue(next))
-        yield* span === undefined || next.records >= 2 * foldRecords
-          ? scheduleFold(sessionId, 0)
+        yield* span === undefined
+          ? scheduleFold(sessionId, false)
           : first
             ? foldInSpan(sessionId)
-            : scheduleFold(sessionId, foldDelay)
+            : scheduleFold(sessionId, true)
       const journal = written.journal
       // The record's reference on its journal file is given back when its sync ends, whoever waits.
       const settled = (synced: Promise<void>) =>
