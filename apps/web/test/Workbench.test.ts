@@ -372,8 +372,9 @@ describe("the workbench", () => {
     await page.getByTestId("request").waitFor()
     await page.getByLabel("Model", { exact: true }).selectOption("anthropic/claude-sonnet-4-5")
     await page.locator("label", { hasText: /^Anthropic$/ }).click()
+    // A model's first compile loads its tokenizer: seconds on a loaded machine, not the poll's 1 s.
     await expect
-      .poll(() => text(page.getByTestId("context-model")))
+      .poll(() => text(page.getByTestId("context-model")), { timeout: 15_000 })
       .toContain("anthropic/claude-sonnet-4-5 · anthropic")
     expect(JSON.parse(await text(page.getByTestId("request")))).toHaveProperty("system")
     expect(await text(page.getByTestId("prefix"))).toMatch(/hash [0-9a-f]{16}, \d+ tokens/)
@@ -384,7 +385,9 @@ describe("the workbench", () => {
     expect(await text(page.getByTestId("diff"))).toMatch(/^\+ /m)
     // A small window: what was cut, and why.
     await page.getByLabel("Model", { exact: true }).selectOption("test/small")
-    await expect.poll(() => text(page.getByTestId("context-model"))).toContain("test/small")
+    await expect
+      .poll(() => text(page.getByTestId("context-model")), { timeout: 15_000 })
+      .toContain("test/small")
     const cuts = page.getByRole("table", { name: "Cuts" })
     await cuts.waitFor()
     expect(await cuts.locator("tbody tr").count()).toBeGreaterThan(0)
