@@ -67,8 +67,8 @@ export interface JournalOptions {
   readonly foldBytes?: number
   /**
    * How long the session must be quiet before a fold that came due in the middle of a lock span is
-   * made under the lock (default 200 ms); the session's next span folds it at its first record
-   * otherwise.
+   * made under the lock (default 200 ms, at least 10: it is looked at that often while busy); the
+   * session's next span folds it at its first record otherwise.
    */
   readonly foldDelayMs?: number
 }
@@ -521,7 +521,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       // Quiet: no span holds or waits for the lock now, and none appended a record meanwhile.
       const quiet: Effect.Effect<void> = Effect.suspend(() => {
         const before = lastSpan.get(sessionId)
-        return Effect.flatMap(Effect.sleep(foldDelay), () =>
+        return Effect.flatMap(Effect.sleep(Math.max(foldDelay, 10)), () =>
           deps.busy(sessionId) || lastSpan.get(sessionId) !== before ? quiet : Effect.void
         )
       })
