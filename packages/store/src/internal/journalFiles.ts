@@ -507,30 +507,20 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       deps.withSessionLock(sessionId, foldLock.withPermits(1)(foldNow(sessionId, onlyIfDue)))
     )
 
-  /**
-   * A fold in the background (it waits for the lock; the turn that asked goes on), when the journal
-   * is still past its marks then. `whenQuiet`: once the session has been quiet for `foldDelay` ms
-   * (a fold queued behind a turn held up the client's next turn).
-   */
-  const scheduleFold = (sessionId: string, whenQuiet: boolean) =>
+  /** `fold` in a fiber of its own, one at a time for a session in `running` (done when it ends). */
+  const inBackground = (
+    running: Map<string, Deferred.Deferred<void>>,
+    sessionId: string,
+    fold: Effect.Effect<void>
+  ) =>
     Effect.suspend(() => {
-      if (folding.has(sessionId)) return Effect.void
+      if (running.has(sessionId)) return Effect.void
       const done = Deferred.unsafeMake<void>(FiberId.none)
-      folding.set(sessionId, done)
-      const fold = deps.withoutLocks(foldLocked(sessionId, true))
-      // Quiet: no span holds or waits for the lock now, and none appended a record meanwhile.
-      const quiet: Effect.Effect<void> = Effect.suspend(() => {
-        const before = lastSpan.get(sessionId)
-        return Effect.flatMap(Effect.sleep(Math.max(foldDelay, 10)), () =>
-          deps.busy(sessionId) || lastSpan.get(sessionId) !== before ? quiet : Effect.void
-        )
-      })
-      // Interruptible, though forked from the append (which is not).
-      return (whenQuiet ? Effect.zipRight(quiet, fold) : fold).pipe(
-        Effect.interruptible,
+      running.set(sessionId, done)
+      return fold.pipe(
         Effect.ensuring(
           Effect.zipRight(
-            Effect.sync(() => folding.delete(sessionId)),
+            Effect.sync(() => running.delete(sessionId)),
             Deferred.succeed(done, undefined)
           )
         ),
@@ -540,28 +530,33 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     })
 
   /**
+   * A fold in the background (it waits for the lock; the turn that asked goes on), when the journal
+   * is still past its marks then. `whenQuiet`: once the session has been quiet for `foldDelay` ms
+   * (a fold queued behind a turn held up the client's next turn).
+   */
+  const scheduleFold = (sessionId: string, whenQuiet: boolean) => {
+    const fold = deps.withoutLocks(foldLocked(sessionId, true))
+    // Quiet: no span holds or waits for the lock now, and none appended a record meanwhile.
+    const quiet: Effect.Effect<void> = Effect.suspend(() => {
+      const before = lastSpan.get(sessionId)
+      return Effect.flatMap(Effect.sleep(Math.max(foldDelay, 10)), () =>
+        deps.busy(sessionId) || lastSpan.get(sessionId) !== before ? quiet : Effect.void
+      )
+    })
+    // Interruptible, though forked from the append (which is not).
+    return inBackground(
+      folding,
+      sessionId,
+      Effect.interruptible(whenQuiet ? Effect.zipRight(quiet, fold) : fold)
+    )
+  }
+
+  /**
    * A fold under the lock the caller's span holds, in the background while the span goes on: the
    * session's history is read again, and written, only once it is done (`settle`).
    */
   const foldInSpan = (sessionId: string) =>
-    Effect.suspend(() => {
-      if (inSpan.has(sessionId)) return Effect.void
-      const done = Deferred.unsafeMake<void>(FiberId.none)
-      inSpan.set(sessionId, done)
-      return foldLock
-        .withPermits(1)(foldNow(sessionId))
-        .pipe(
-          quietly(sessionId),
-          Effect.ensuring(
-            Effect.zipRight(
-              Effect.sync(() => inSpan.delete(sessionId)),
-              Deferred.succeed(done, undefined)
-            )
-          ),
-          Effect.forkDaemon,
-          Effect.asVoid
-        )
-    })
+    inBackground(inSpan, sessionId, quietly(sessionId)(foldLock.withPermits(1)(foldNow(sessionId))))
 
   /** Waits for a fold of the session running in a lock span (each new span of the session does). */
   const settle = (sessionId: string): Effect.Effect<void> =>
