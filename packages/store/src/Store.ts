@@ -367,9 +367,10 @@ export const sessionLocks = (
   enter: (sessionId: string) => Effect.Effect<void> = () => Effect.void
 ) => {
   const locks = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
+  const keyOf = (sessionId: string) => `${storeKey}\u0000${sessionId}`
   const withLock = <A, E, R>(sessionId: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.flatMap(FiberRef.get(heldLocks), (held) => {
-      const key = `${storeKey}\u0000${sessionId}`
+      const key = keyOf(sessionId)
       if (HashSet.has(held, key)) return effect
       return Effect.acquireUseRelease(
         Effect.sync(() => {
@@ -398,8 +399,14 @@ export const sessionLocks = (
       )
     })
   /** Whether a span holds the session's lock or waits for it. */
-  const busy = (sessionId: string) => (locks.get(`${storeKey}\u0000${sessionId}`)?.users ?? 0) > 0
-  return Object.assign(withLock, { busy })
+  const busy = (sessionId: string) => (locks.get(keyOf(sessionId))?.users ?? 0) > 0
+  /**
+   * The lock span the caller is in for the session (the same object for the span, but inside
+   * another session's lock taken within it), or undefined when it does not hold the session's lock.
+   */
+  const span = (sessionId: string): Effect.Effect<object | undefined> =>
+    Effect.map(FiberRef.get(heldLocks), (held) => (HashSet.has(held, keyOf(sessionId)) ? held : undefined))
+  return Object.assign(withLock, { busy, span })
 }
 
 export interface StoreOptions {
@@ -762,11 +769,8 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       allowed: (base, sessionId) => allowedFor(base, "session", sessionId),
       withSessionLock,
       withoutLocks: (effect) => Effect.locally(effect, heldLocks, HashSet.empty()),
-      busy: (sessionId) => withSessionLock.busy(sessionId),
-      lockSpan: (sessionId) =>
-        Effect.map(FiberRef.get(heldLocks), (held) =>
-          HashSet.has(held, `${root}\u0000${sessionId}`) ? held : undefined
-        ),
+      busy: withSessionLock.busy,
+      lockSpan: withSessionLock.span,
       writeSessionFile,
       io,
       scope: root,
