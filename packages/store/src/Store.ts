@@ -807,10 +807,8 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
               return yield* new PathRefused({ path: id, reason: "a file of the data root has this name" })
             // A folder without a record is what a deleted session left: the new one starts empty.
             if (existing !== undefined) {
-              // A fold of the old session's history still running in a span that held its lock.
-              yield* history.settle(id)
+              yield* history.forget(id)
               yield* attempt(dir, "create", () => rm(dir, { recursive: true, force: true }))
-              history.forget(id)
             }
             yield* attempt(dir, "create", () => mkdir(dir))
             const record = newRecord(id, input.concept, input.metadata, new Date().toISOString())
@@ -841,16 +839,13 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
           Effect.gen(function* () {
             const base = yield* ready
             yield* getSession(id)
-            // A fold of its history running in the span that holds its lock (a delete in that span)
-            // ends first: it would put the history back in memory once the folder is gone.
-            yield* history.settle(id)
+            yield* history.forget(id)
             const records = yield* readIndex
             // The index first: a crash after it leaves an orphan directory, never a dangling record.
             yield* writeIndex(records.filter((r) => r.id !== id))
             yield* attempt(id, "delete", () => rm(sessionBase(base, id), { recursive: true, force: true }))
             reads.delete(readsKey("session", id))
             sessionMemory.delete(SessionCache.keyOf(root, id))
-            history.forget(id)
           })
         )
       ),

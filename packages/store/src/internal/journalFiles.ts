@@ -708,17 +708,24 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
           states.delete(keyOf(sessionId))
         })
       ),
-    /** A session deleted: nothing of it is kept. */
-    forget: (sessionId: string) => {
-      states.delete(keyOf(sessionId))
-      journaled.delete(sessionId)
-      lastSpan.delete(sessionId)
-      const file = files.get(sessionId)
-      if (file !== undefined) {
-        files.delete(sessionId)
-        file.close()
-      }
-    },
+    /**
+     * A session about to be deleted: nothing of it is kept, once a fold of it running in the span
+     * that deletes it is done (a fold ending later would put its history back in memory).
+     */
+    forget: (sessionId: string): Effect.Effect<void> =>
+      Effect.zipRight(
+        settle(sessionId),
+        Effect.sync(() => {
+          states.delete(keyOf(sessionId))
+          journaled.delete(sessionId)
+          lastSpan.delete(sessionId)
+          const file = files.get(sessionId)
+          if (file !== undefined) {
+            files.delete(sessionId)
+            file.close()
+          }
+        })
+      ),
     /**
      * Folds the journals this store appended to, after the folds under way. A journal it only read
      * is left alone: a process that reads (the CLI beside a running gateway) writes nothing.
