@@ -55,14 +55,21 @@ const setup = async (options?: Store.StoreOptions) => {
   return { root, store, file }
 }
 
-/** Every file handle's fdatasync goes through `through` (given the real one); the spy counts them. */
-const slowDisk = async (anyFile: string, through: (sync: () => Promise<void>) => Promise<void>) => {
+/**
+ * Every file handle's fdatasync (the journal's; `sync`: its fsync, an atomic write's) goes through
+ * `through` (given the real one); the spy counts them.
+ */
+const slowDisk = async (
+  anyFile: string,
+  through: (sync: () => Promise<void>) => Promise<void>,
+  method: "datasync" | "sync" = "datasync"
+) => {
   const probe = await open(anyFile, "r")
-  const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+  const prototype = Object.getPrototypeOf(probe) as Record<typeof method, () => Promise<void>>
   await probe.close()
-  const datasync = prototype.datasync
-  return vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
-    return through(() => datasync.call(this))
+  const real = prototype[method]
+  return vi.spyOn(prototype, method).mockImplementation(function (this: unknown) {
+    return through(() => real.call(this))
   })
 }
 
@@ -427,13 +434,11 @@ describe("the file store's history journal", () => {
       )
     )
     // The fold's write is slow to reach the disk: the span that started it ends first.
-    const probe = await open(file("messages.journal"), "r")
-    const prototype = Object.getPrototypeOf(probe) as { sync: () => Promise<void> }
-    await probe.close()
-    const fsync = prototype.sync
-    vi.spyOn(prototype, "sync").mockImplementation(function (this: unknown) {
-      return new Promise((r) => setTimeout(r, 300)).then(() => fsync.call(this))
-    })
+    await slowDisk(
+      file("messages.journal"),
+      (sync) => new Promise((r) => setTimeout(r, 300)).then(sync),
+      "sync"
+    )
     // A span whose next record comes while its fold still writes: the record waits, and is kept.
     await run(store.withSessionLock("s", Effect.zipRight(add(store, "c"), add(store, "d"))))
     expect(textsOf(await run(store.readHistoryJson("s")))).toEqual(["a", "b", "c", "d"])
