@@ -243,7 +243,7 @@ for (const stream of [false, true]) {
   const warmupTurn = () => call(v1, stream, warmup, `Turn ${warmTurn++}: what is a token budget?`)
   for (let i = 0; i < 200; i++) await warmupTurn()
   const timed = Math.max(20, rounds * 10)
-  const firstSession = added(await latencies(timed, warmupTurn))
+  const warmupAtLength = added(await latencies(timed, warmupTurn))
   while (warmTurn < STEADY) await warmupTurn()
   // Gone before the row is timed: its history and caches do not weigh on the timed session's.
   const removed = await request(`${gateway.base}/api/sessions/${warmup}`, { method: "DELETE", dispatcher })
@@ -281,7 +281,7 @@ for (const stream of [false, true]) {
     p99: quantile(lat, 0.99) - quantile(same, 0.99)
   }
   console.log(
-    `${kind} gateway session (200 turns, warm)  added p50 ${ms(a.p50)}, p99 ${ms(a.p99)} (record, compile, forward, record; ${turn} turns at the end; after ${warmTurn} turns of another session, deleted since; its turns 220-${219 + timed}, ${stream ? "after the JSON rows' turns" : "the process's first, the code less optimized"}, added p50 ${ms(firstSession.p50)}, p99 ${ms(firstSession.p99)}); over the same request sent direct (${compiled.messages.length} messages, ${(sameBody.length / 1024).toFixed(0)} KB, p50 ${ms(quantile(same, 0.5))}): p50 ${ms(overSame.p50)}, p99 ${ms(overSame.p99)}`
+    `${kind} gateway session (200 turns, warm)  added p50 ${ms(a.p50)}, p99 ${ms(a.p99)} (record, compile, forward, record; ${turn} turns at the end; after ${warmTurn} turns of another session, deleted since; its turns 220-${219 + timed}, ${stream ? "after the JSON rows' turns" : "the process's first, the code less optimized"}, added p50 ${ms(warmupAtLength.p50)}, p99 ${ms(warmupAtLength.p99)}); over the same request sent direct (${compiled.messages.length} messages, ${(sameBody.length / 1024).toFixed(0)} KB, p50 ${ms(quantile(same, 0.5))}): p50 ${ms(overSame.p50)}, p99 ${ms(overSame.p99)}`
   )
 }
 
