@@ -20,14 +20,15 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
-import type { CompileResult } from "@ctxo/compiler/Compile"
 import * as CompileCache from "@ctxo/compiler/CompileCache"
+import type { OpenAIMessage } from "@ctxo/compiler/Render"
 import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
 import * as Summarizer from "@ctxo/history/Summarizer"
 import * as Store from "@ctxo/store/Store"
 import { Effect, Layer, ManagedRuntime, Tracer } from "effect"
 import * as Memory from "../src/Memory.ts"
+import { requestBody } from "../src/ModelClient.ts"
 import * as TurnEngine from "../src/TurnEngine.ts"
 
 const MODEL = "gpt-4o"
@@ -124,8 +125,8 @@ export const makeWarmSession = async (
     TurnEngine.layer.pipe(Layer.provideMerge(Memory.layer()), Layer.provideMerge(base))
   )
 
-  /** The last request a turn compiled (the floor serializes the same). */
-  let lastRequest: CompileResult["request"] | undefined
+  /** The messages of the last request a turn compiled (the floor serializes the same). */
+  let lastMessages: ReadonlyArray<OpenAIMessage> = []
   /** When the last turn's model call began and ended. */
   let called = { at: 0, done: 0 }
   let phases: TurnPhases = { before: 0, model: 0, after: 0 }
@@ -133,8 +134,8 @@ export const makeWarmSession = async (
     model: (compiled) =>
       Effect.sync(() => {
         const at = performance.now()
-        lastRequest = compiled.request
-        const body = JSON.stringify({ model: MODEL, messages: lastRequest })
+        lastMessages = compiled.format === "openai" ? compiled.request.messages : []
+        const body = requestBody({ model: MODEL, messages: lastMessages }, false)
         called = { at, done: performance.now() }
         return {
           text: `A token budget is the room a request has (${body.length} bytes sent).`,
@@ -183,7 +184,7 @@ export const makeWarmSession = async (
   const floor = async () => {
     await journal.write(record)
     await journal.datasync()
-    JSON.stringify({ model: MODEL, messages: lastRequest })
+    requestBody({ model: MODEL, messages: lastMessages }, false)
     await journal.write(record)
     await journal.datasync()
   }
@@ -201,8 +202,7 @@ export const makeWarmSession = async (
     phases: () => phases,
     compile,
     floor,
-    messages: () =>
-      lastRequest !== undefined && "messages" in lastRequest ? lastRequest.messages.length : 0,
+    messages: () => lastMessages.length,
     stages: () => spans,
     clearStages: () => spans.clear(),
     dispose: async () => {

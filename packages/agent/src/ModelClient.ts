@@ -297,7 +297,7 @@ const exchange = (
   dispatcher: Dispatcher | Promise<Dispatcher>,
   url: URL,
   headers: Readonly<Record<string, string>>,
-  body: string,
+  body: string | Buffer,
   d: Deadlines
 ) => {
   const start = Date.now()
@@ -563,6 +563,74 @@ const sseSplitter = () => {
   }
 }
 
+/** The bytes of each frozen message a request body was made of (see `requestBody`). */
+const messageBytes = new WeakMap<object, Buffer>()
+
+/**
+ * A completion request's body, `{ ...body, stream }`, byte for byte what `JSON.stringify` makes of
+ * it. A frozen message of `body.messages` (frozen to its last nested object, as the compiler's
+ * rendering of a history message is, the same object every compile: whoever freezes a message
+ * promises it never changes) is serialized once and its bytes kept with it: a session's turn
+ * serializes only what is new in its history, where the whole history was serialized again and
+ * encoded to UTF-8 every turn. A body with no frozen message (a proxied client's) is one
+ * `JSON.stringify`, as before.
+ */
+export const requestBody = (body: RawBody, stream: boolean): string | Buffer => {
+  const whole: Record<string, unknown> = { ...body, stream }
+  const messages = body.messages
+  if (!Array.isArray(messages) || !messages.some(isFrozenObject)) return JSON.stringify(whole)
+  // The body's text between kept messages, and the kept messages' bytes, in order; then copied
+  // once into a buffer of their whole length.
+  const pieces: Array<string | Buffer> = []
+  let text = "{"
+  for (const key of Object.keys(whole)) {
+    const separator = text === "{" && pieces.length === 0 ? "" : ","
+    if (key !== "messages") {
+      const value = JSON.stringify(whole[key])
+      if (value !== undefined) text += `${separator}${JSON.stringify(key)}:${value}`
+      continue
+    }
+    text += `${separator}"messages":[`
+    for (let i = 0; i < messages.length; i++) {
+      if (i > 0) text += ","
+      const m: unknown = messages[i]
+      if (!isFrozenObject(m)) {
+        text += JSON.stringify(m) ?? "null"
+        continue
+      }
+      let bytes = messageBytes.get(m)
+      if (bytes === undefined) {
+        const json = JSON.stringify(m)
+        // A buffer of its own: a slice of Node's shared pool would keep the pool's whole 8 KB
+        // alive for as long as the message lives.
+        bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(json))
+        bytes.write(json)
+        messageBytes.set(m, bytes)
+      }
+      if (text !== "") pieces.push(text)
+      text = ""
+      pieces.push(bytes)
+    }
+    text += "]"
+  }
+  pieces.push(`${text}}`)
+  let length = 0
+  for (const piece of pieces) length += typeof piece === "string" ? Buffer.byteLength(piece) : piece.length
+  const out = Buffer.allocUnsafe(length)
+  let at = 0
+  for (const piece of pieces) {
+    if (typeof piece !== "string") {
+      out.set(piece, at)
+      at += piece.length
+    } else if (piece === ",") out[at++] = 0x2c
+    else at += out.write(piece, at)
+  }
+  return out
+}
+
+const isFrozenObject = (value: unknown): value is object =>
+  typeof value === "object" && value !== null && Object.isFrozen(value)
+
 /**
  * Keep-alive connections to the upstreams (undici's idle timeout, or the server's `Keep-Alive`
  * hint), up to 256 per origin, one pool for the process (as
@@ -631,13 +699,7 @@ export const make = (
    * when it answered an error status (its body read whole).
    */
   const send = (body: RawBody, stream: boolean) => {
-    const call = exchange(
-      dispatcher ?? sharedPool(),
-      url,
-      headers,
-      JSON.stringify({ ...body, stream }),
-      deadlines
-    )
+    const call = exchange(dispatcher ?? sharedPool(), url, headers, requestBody(body, stream), deadlines)
     const started = async (): Promise<Head> => {
       const head = await call.head()
       if (head.status < 200 || head.status >= 300)

@@ -289,3 +289,103 @@ describe("ModelClient while its connection pool loads", () => {
     }).pipe(Effect.scoped, withFake)
   )
 })
+
+describe("ModelClient sends a compiled request's body as JSON.stringify writes it", () => {
+  const frozen = <A extends object>(value: A): A => {
+    for (const inner of Object.values(value)) if (typeof inner === "object" && inner !== null) frozen(inner)
+    return Object.freeze(value)
+  }
+  // Frozen messages as the compiler renders a history (their bytes are kept between calls), and
+  // the messages of a request around them that are not.
+  const history = [
+    frozen({
+      role: "user",
+      content: "Qu'est-ce qu'un budget de jetons ? 令牌预算是什么？ \u2028 \"quoted\"\n"
+    }),
+    frozen({
+      role: "assistant",
+      content: null,
+      tool_calls: [
+        { id: "call_1", type: "function", function: { name: "search", arguments: '{"q":"budget"}' } }
+      ]
+    }),
+    frozen({ role: "tool", tool_call_id: "call_1", content: '{"status":"ok","data":"😀"}' })
+  ]
+
+  it("byte for byte, whatever is frozen, in every key order, with what JSON.stringify leaves out", () => {
+    const bodies: ReadonlyArray<ModelClient.RawBody> = [
+      {
+        model: "gpt-4o",
+        messages: [{ role: "system", content: "Rules." }, ...history, { role: "user", content: "Next?" }]
+      },
+      { messages: [...history], model: "gpt-4o", temperature: 0.2, user: undefined, stop: ["\n"] },
+      {
+        user: undefined,
+        messages: [history[0]!, { role: "user", content: "between" }, history[2]!],
+        model: "m"
+      },
+      { model: "m", messages: [undefined as never, history[1]!, null as never] },
+      { model: "m", messages: [{ role: "user", content: "nothing frozen" }] },
+      { model: "m", messages: [] }
+    ]
+    for (const stream of [false, true])
+      for (const body of bodies) {
+        const expected = JSON.stringify({ ...body, stream })
+        // Twice: the second from the kept bytes.
+        for (let i = 0; i < 2; i++) {
+          const sent = ModelClient.requestBody(body, stream)
+          assert.strictEqual(typeof sent === "string" ? sent : sent.toString("utf8"), expected)
+        }
+      }
+  })
+
+  it.live("what the upstream receives over a session's growing history", () =>
+    Effect.gen(function* () {
+      const received: Array<string> = []
+      const server = yield* Effect.acquireRelease(
+        Effect.promise(
+          () =>
+            new Promise<import("node:http").Server>((resolve) => {
+              const s = createServer((req, res) => {
+                const parts: Array<Buffer> = []
+                req.on("data", (b: Buffer) => parts.push(b))
+                req.on("end", () => {
+                  received.push(Buffer.concat(parts).toString("utf8"))
+                  res.writeHead(200, { "content-type": "application/json" })
+                  res.end(
+                    JSON.stringify({
+                      id: "c",
+                      object: "chat.completion",
+                      created: 0,
+                      model: "m",
+                      choices: [
+                        { index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }
+                      ]
+                    })
+                  )
+                })
+              })
+              s.listen(0, "127.0.0.1", () => resolve(s))
+            })
+        ),
+        (s) =>
+          Effect.promise(() => {
+            s.closeAllConnections()
+            return new Promise((r) => s.close(r))
+          })
+      )
+      const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/v1`
+      const sent: Array<string> = []
+      let messages: ReadonlyArray<Record<string, unknown>> = []
+      for (const next of history) {
+        messages = [...messages, next]
+        const body = { model: "m", messages: [{ role: "system", content: "Rules." }, ...messages] }
+        sent.push(JSON.stringify({ ...body, stream: false }))
+        yield* Effect.flatMap(ModelClient.ModelClient, (c) => c.passthrough(body)).pipe(
+          Effect.provide(clientOf(url))
+        )
+      }
+      assert.deepStrictEqual(received, sent)
+    }).pipe(Effect.scoped)
+  )
+})

@@ -84,12 +84,13 @@ export const toolResultContent = (part: ToolResultPart): string =>
     ...(part.error === undefined ? {} : { error: part.error })
   })
 
-// A history message renders to the same objects every time (messages are immutable): a warm
-// compile reuses them, and with them every per-message count and hash keyed by them (those live in
-// `CompileCache`). This one stays a module-level WeakMap on purpose: `renderOpenAI` is a pure
-// function any caller may use without a layer, the entries are a pure function of an immutable
-// message (nothing here can go stale or leak between tenants: only who holds the message can look
-// it up), and each entry lives exactly as long as its message, so it is bounded by what callers keep.
+// A history message renders to the same objects every time (messages are immutable, and so are
+// these objects: frozen): a warm compile reuses them, and with them every per-message count and
+// hash keyed by them (those live in `CompileCache`). This one stays a module-level WeakMap on
+// purpose: `renderOpenAI` is a pure function any caller may use without a layer, the entries are a
+// pure function of an immutable message (nothing here can go stale or leak between tenants: only
+// who holds the message can look it up), and each entry lives exactly as long as its message, so
+// it is bounded by what callers keep.
 const openAIRendered = new WeakMap<Message, ReadonlyArray<OpenAIMessage>>()
 
 /** The OpenAI chat messages of one history message (a tool message gives one per result). */
@@ -124,8 +125,16 @@ export const openAIMessagesOf = (message: Message): ReadonlyArray<OpenAIMessage>
       content: toolResultContent(part)
     }))
   }
+  // Frozen, to the last nested object: what a request is sent as may be kept by the object (see
+  // `@ctxo/agent/ModelClient`'s `requestBody`), which only a message nobody can change allows.
+  for (const r of rendered) deepFreeze(r)
   openAIRendered.set(message, rendered)
   return rendered
+}
+
+const deepFreeze = (value: object): void => {
+  for (const inner of Object.values(value)) if (typeof inner === "object" && inner !== null) deepFreeze(inner)
+  Object.freeze(value)
 }
 
 export const renderOpenAI = (composition: Composition): OpenAIRequest => {
