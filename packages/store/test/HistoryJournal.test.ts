@@ -542,6 +542,50 @@ describe("the file store's history journal", () => {
     expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["new"])
   })
 
+  it("a session made again over what a lost record left, while its fold still runs, is empty", async () => {
+    const { root, store, file } = await setup({ journal: { foldRecords: 2, foldDelayMs: 1_000 } })
+    await run(
+      store.withSessionLock(
+        "s",
+        Effect.forEach(["a", "b"], (t) => add(store, t))
+      )
+    )
+    // As in the test above: the fold is still running after its rename of messages.json.
+    const promises = createRequire(import.meta.url)("node:fs/promises") as typeof import("node:fs/promises")
+    const lstat = promises.lstat
+    promises.lstat = (async (path: PathLike, ...rest: []) => {
+      if (String(path).endsWith("messages.journal")) await new Promise((r) => setTimeout(r, 300))
+      return lstat(path, ...rest)
+    }) as typeof lstat
+    syncBuiltinESMExports()
+    try {
+      await run(
+        store.withSessionLock(
+          "s",
+          Effect.gen(function* () {
+            yield* add(store, "c")
+            const seq = () => JSON.parse(readFileSync(file("messages.json"), "utf8"))[JOURNAL_SEQ]
+            for (let i = 0; i < 300 && !(existsSync(file("messages.json")) && seq() === 3); i++)
+              yield* Effect.sleep("5 millis")
+            // The session's record is gone (what a crash between a deletion's index and its folder
+            // leaves), its folder still there: creating it again starts from an empty folder.
+            const index = join(root, "sessions.json")
+            const records = JSON.parse(readFileSync(index, "utf8")) as Array<{ id: string }>
+            writeFileSync(index, JSON.stringify(records.filter((r) => r.id !== "s")))
+            yield* store.createSession({ id: "s", concept: "again" })
+          })
+        )
+      )
+    } finally {
+      promises.lstat = lstat
+      syncBuiltinESMExports()
+    }
+    expect(await run(store.readHistoryJson("s"))).toBeUndefined()
+    await run(add(store, "new"))
+    expect(textsOf(await run(store.readHistoryJson("s")))).toEqual(["new"])
+    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["new"])
+  })
+
   it("folds the journals it wrote when the store's scope closes; one it only read stays", async () => {
     const root = mkdtempSync(join(tmpdir(), "ctxo-journal-"))
     temps.push(root)
