@@ -297,7 +297,7 @@ const exchange = (
   dispatcher: Dispatcher | Promise<Dispatcher>,
   url: URL,
   headers: Readonly<Record<string, string>>,
-  body: string | Buffer,
+  body: string,
   d: Deadlines
 ) => {
   const start = Date.now()
@@ -563,28 +563,25 @@ const sseSplitter = () => {
   }
 }
 
-/** The bytes of each frozen message a request body was made of (see `requestBody`). */
-const messageBytes = new WeakMap<object, Buffer>()
+/** The JSON of each frozen message a request body was made of (see `requestBody`). */
+const messageJson = new WeakMap<object, string>()
 
 /**
- * A completion request's body, `{ ...body, stream }`, byte for byte what `JSON.stringify` makes of
- * it. A frozen message of `body.messages` (frozen to its last nested object, as the compiler's
- * rendering of a history message is, the same object every compile: whoever freezes a message
- * promises it never changes) is serialized once and its bytes kept with it: a session's turn
- * serializes only what is new in its history, where the whole history was serialized again and
- * encoded to UTF-8 every turn. A body with no frozen message (a proxied client's) is one
+ * A completion request's body, `{ ...body, stream }`, character for character what
+ * `JSON.stringify` makes of it. A frozen message of `body.messages` (frozen to its last nested
+ * object, as the compiler's rendering of a history message is, the same object every compile:
+ * whoever freezes a message promises it never changes) is serialized once and its JSON kept with
+ * it: a session's turn serializes only what is new in its history, where the whole history was
+ * serialized again every turn. A body with no frozen message (a proxied client's) is one
  * `JSON.stringify`, as before.
  */
-export const requestBody = (body: RawBody, stream: boolean): string | Buffer => {
+export const requestBody = (body: RawBody, stream: boolean): string => {
   const whole: Record<string, unknown> = { ...body, stream }
   const messages = body.messages
   if (!Array.isArray(messages) || !messages.some(isFrozenObject)) return JSON.stringify(whole)
-  // The body's text between kept messages, and the kept messages' bytes, in order; then copied
-  // once into a buffer of their whole length.
-  const pieces: Array<string | Buffer> = []
   let text = "{"
   for (const key of Object.keys(whole)) {
-    const separator = text === "{" && pieces.length === 0 ? "" : ","
+    const separator = text === "{" ? "" : ","
     if (key !== "messages") {
       const value = JSON.stringify(whole[key])
       if (value !== undefined) text += `${separator}${JSON.stringify(key)}:${value}`
@@ -598,34 +595,16 @@ export const requestBody = (body: RawBody, stream: boolean): string | Buffer => 
         text += JSON.stringify(m) ?? "null"
         continue
       }
-      let bytes = messageBytes.get(m)
-      if (bytes === undefined) {
-        const json = JSON.stringify(m)
-        // A buffer of its own: a slice of Node's shared pool would keep the pool's whole 8 KB
-        // alive for as long as the message lives.
-        bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(json))
-        bytes.write(json)
-        messageBytes.set(m, bytes)
+      let json = messageJson.get(m)
+      if (json === undefined) {
+        json = JSON.stringify(m)
+        messageJson.set(m, json)
       }
-      if (text !== "") pieces.push(text)
-      text = ""
-      pieces.push(bytes)
+      text += json
     }
     text += "]"
   }
-  pieces.push(`${text}}`)
-  let length = 0
-  for (const piece of pieces) length += typeof piece === "string" ? Buffer.byteLength(piece) : piece.length
-  const out = Buffer.allocUnsafe(length)
-  let at = 0
-  for (const piece of pieces) {
-    if (typeof piece !== "string") {
-      out.set(piece, at)
-      at += piece.length
-    } else if (piece === ",") out[at++] = 0x2c
-    else at += out.write(piece, at)
-  }
-  return out
+  return `${text}}`
 }
 
 const isFrozenObject = (value: unknown): value is object =>
