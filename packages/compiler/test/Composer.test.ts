@@ -269,6 +269,26 @@ describe("renderers", () => {
     ])
   })
 
+  it("OpenAI: a history message renders to one frozen object, to its last nested one, every time", () => {
+    // What a request is sent as is kept by these objects (`@ctxo/agent/ModelClient`'s
+    // `requestBody`): a change to one would send what it was before the change.
+    const deepFrozen = (value: unknown): boolean =>
+      typeof value !== "object" ||
+      value === null ||
+      (Object.isFrozen(value) && Object.values(value).every(deepFrozen))
+    const first = renderOpenAI(composition).messages
+    const again = renderOpenAI(composition).messages
+    const fromHistory = first.filter((m) => m.role !== "system" && !(m.role === "user" && m.content === "Q"))
+    expect(fromHistory).toHaveLength(4)
+    for (const m of fromHistory) {
+      expect(deepFrozen(m)).toBe(true)
+      expect(again).toContain(m)
+    }
+    expect(() => {
+      ;(fromHistory[1] as unknown as { tool_calls: Array<{ id: string }> }).tool_calls[0]!.id = "changed"
+    }).toThrow(TypeError)
+  })
+
   it("Anthropic: one top-level system, later system layers as reminders, alternating roles, tool blocks adjacent", () => {
     const request = renderAnthropic(composition)
     expect(request.system).toBe("SYS\n\nRULES\n\nSUMMARY")
