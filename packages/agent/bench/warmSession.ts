@@ -28,10 +28,16 @@ import * as Summarizer from "@ctxo/history/Summarizer"
 import * as Store from "@ctxo/store/Store"
 import { Effect, Layer, ManagedRuntime, Tracer } from "effect"
 import * as Memory from "../src/Memory.ts"
-import { requestBody } from "../src/ModelClient.ts"
+import * as ModelClient from "../src/ModelClient.ts"
 import * as TurnEngine from "../src/TurnEngine.ts"
 
 const MODEL = "gpt-4o"
+/**
+ * The upstream body as the gateway makes it: `requestBody`, or `JSON.stringify` in the revisions
+ * before it, which `pnpm paired` builds this harness against too.
+ */
+const requestBody: (body: ModelClient.RawBody, stream: boolean) => string =
+  ModelClient.requestBody ?? ((body, stream) => JSON.stringify({ ...body, stream }))
 const SESSION = "bench-turn"
 
 /** A turn's time in milliseconds, split at the model's call. */
