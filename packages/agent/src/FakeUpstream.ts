@@ -60,6 +60,8 @@ export interface Usage {
 export interface RecordedRequest {
   readonly path: string
   readonly headers: Readonly<Record<string, string | undefined>>
+  /** The body as it came, before it was parsed into `body`. */
+  readonly text: string
   readonly body: {
     readonly model: string
     readonly messages: ReadonlyArray<Record<string, unknown>>
@@ -265,8 +267,14 @@ export const startFakeUpstream = async (
       return send(res, 200, { object: "list", data: [{ id: "local", object: "model", owned_by: "ctxo" }] })
     if (req.method !== "POST" || !req.url?.endsWith("/chat/completions"))
       return send(res, 404, { error: { message: "not found" } })
-    const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as RecordedRequest["body"]
-    const recorded = { path: req.url, headers: req.headers as Record<string, string | undefined>, body }
+    const sentText = Buffer.concat(chunks).toString("utf8")
+    const body = JSON.parse(sentText) as RecordedRequest["body"]
+    const recorded = {
+      path: req.url,
+      headers: req.headers as Record<string, string | undefined>,
+      text: sentText,
+      body
+    }
     requests.push(recorded)
     options.onRequest?.(recorded)
     const id = `chatcmpl-${++counter}`

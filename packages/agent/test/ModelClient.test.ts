@@ -1,4 +1,6 @@
 import { createServer } from "node:http"
+import { openAIMessagesOf } from "@ctxo/compiler/Render"
+import type { Message } from "@ctxo/history/Message"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Fiber, Option, Stream } from "effect"
 import { Agent } from "undici"
@@ -291,28 +293,33 @@ describe("ModelClient while its connection pool loads", () => {
 })
 
 describe("ModelClient sends a compiled request's body as JSON.stringify writes it", () => {
-  const frozen = <A extends object>(value: A): A => {
-    for (const inner of Object.values(value)) if (typeof inner === "object" && inner !== null) frozen(inner)
-    return Object.freeze(value)
-  }
-  // Frozen messages as the compiler renders a history (their JSON is kept between calls), and
-  // the messages of a request around them that are not.
+  // A history as the compiler renders it (frozen messages, the same objects every compile: their
+  // JSON is kept between calls), and the messages of a request around them that are not.
   const history = [
-    frozen({
+    {
+      id: "t1-0",
       role: "user",
-      content: "Qu'est-ce qu'un budget de jetons ? 令牌预算是什么？ \u2028 \"quoted\"\n"
-    }),
-    frozen({
+      parts: [
+        { _tag: "text", text: "Qu'est-ce qu'un budget de jetons ? 令牌预算是什么？ \u2028 \"quoted\"\n" }
+      ],
+      meta: { turn: 1, kind: "input" }
+    },
+    {
+      id: "t1-1",
       role: "assistant",
-      content: null,
-      tool_calls: [
-        { id: "call_1", type: "function", function: { name: "search", arguments: '{"q":"budget"}' } }
-      ]
-    }),
-    frozen({ role: "tool", tool_call_id: "call_1", content: '{"status":"ok","data":"😀"}' })
-  ]
+      parts: [{ _tag: "tool-call", callId: "call_1", name: "search", input: { q: "budget" } }],
+      meta: { turn: 1, kind: "step" }
+    },
+    {
+      id: "t1-2",
+      role: "tool",
+      parts: [{ _tag: "tool-result", callId: "call_1", name: "search", status: "success", data: "😀" }],
+      meta: { turn: 1, kind: "step" }
+    }
+  ].flatMap((m) => openAIMessagesOf(m as Message)) as ReadonlyArray<Record<string, unknown>>
 
   it("byte for byte, whatever is frozen, in every key order, with what JSON.stringify leaves out", () => {
+    assert.isTrue(history.every((m) => Object.isFrozen(m)))
     const bodies: ReadonlyArray<ModelClient.RawBody> = [
       {
         model: "gpt-4o",
@@ -340,51 +347,18 @@ describe("ModelClient sends a compiled request's body as JSON.stringify writes i
 
   it.live("what the upstream receives over a session's growing history", () =>
     Effect.gen(function* () {
-      const received: Array<string> = []
-      const server = yield* Effect.acquireRelease(
-        Effect.promise(
-          () =>
-            new Promise<import("node:http").Server>((resolve) => {
-              const s = createServer((req, res) => {
-                const parts: Array<Buffer> = []
-                req.on("data", (b: Buffer) => parts.push(b))
-                req.on("end", () => {
-                  received.push(Buffer.concat(parts).toString("utf8"))
-                  res.writeHead(200, { "content-type": "application/json" })
-                  res.end(
-                    JSON.stringify({
-                      id: "c",
-                      object: "chat.completion",
-                      created: 0,
-                      model: "m",
-                      choices: [
-                        { index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }
-                      ]
-                    })
-                  )
-                })
-              })
-              s.listen(0, "127.0.0.1", () => resolve(s))
-            })
-        ),
-        (s) =>
-          Effect.promise(() => {
-            s.closeAllConnections()
-            return new Promise((r) => s.close(r))
-          })
-      )
-      const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/v1`
       const sent: Array<string> = []
       let messages: ReadonlyArray<Record<string, unknown>> = []
       for (const next of history) {
         messages = [...messages, next]
         const body = { model: "m", messages: [{ role: "system", content: "Rules." }, ...messages] }
         sent.push(JSON.stringify({ ...body, stream: false }))
-        yield* Effect.flatMap(ModelClient.ModelClient, (c) => c.passthrough(body)).pipe(
-          Effect.provide(clientOf(url))
-        )
+        yield* withClient((c) => c.passthrough(body))
       }
-      assert.deepStrictEqual(received, sent)
-    }).pipe(Effect.scoped)
+      assert.deepStrictEqual(
+        fake.requests.map((r) => r.text),
+        sent
+      )
+    }).pipe(withFake)
   )
 })
