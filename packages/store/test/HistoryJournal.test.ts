@@ -500,7 +500,14 @@ describe("the file store's history journal", () => {
     expect(textsOf(folded)).toEqual(["seed", "input", "call", "result", "answer", "next"])
   })
 
-  it("a session deleted in the span whose fold still runs stays deleted; one made again is empty", async () => {
+  /**
+   * A store whose session "s" has two records, then a span that appends a third (its fold starts)
+   * and runs `then` while that fold is still running after its rename of messages.json (its look
+   * at the journal before removing it is late: the store's own import of lstat is the one replaced).
+   */
+  const whileFoldRuns = async (
+    then: (store: Store.Service, root: string) => Effect.Effect<unknown, unknown>
+  ) => {
     const { root, store, file } = await setup({ journal: { foldRecords: 2, foldDelayMs: 1_000 } })
     await run(
       store.withSessionLock(
@@ -508,8 +515,6 @@ describe("the file store's history journal", () => {
         Effect.forEach(["a", "b"], (t) => add(store, t))
       )
     )
-    // The fold's look at the journal before removing it is late: it is still running after its
-    // rename of messages.json (the store's own import of lstat is the one replaced).
     const promises = createRequire(import.meta.url)("node:fs/promises") as typeof import("node:fs/promises")
     const lstat = promises.lstat
     promises.lstat = (async (path: PathLike, ...rest: []) => {
@@ -526,7 +531,7 @@ describe("the file store's history journal", () => {
             const seq = () => JSON.parse(readFileSync(file("messages.json"), "utf8"))[JOURNAL_SEQ]
             for (let i = 0; i < 300 && !(existsSync(file("messages.json")) && seq() === 3); i++)
               yield* Effect.sleep("5 millis")
-            yield* store.deleteSession("s")
+            yield* then(store, root)
           })
         )
       )
@@ -534,56 +539,35 @@ describe("the file store's history journal", () => {
       promises.lstat = lstat
       syncBuiltinESMExports()
     }
-    expect(existsSync(join(root, "s"))).toBe(false)
-    await run(store.createSession({ id: "s", concept: "again" }))
+    return { root, store }
+  }
+  /** Session "s" made again is empty, in this store and read afresh from disk. */
+  const expectMadeAgainEmpty = async (store: Store.Service, root: string) => {
     expect(await run(store.readHistoryJson("s"))).toBeUndefined()
     await run(add(store, "new"))
     expect(textsOf(await run(store.readHistoryJson("s")))).toEqual(["new"])
     expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["new"])
+  }
+
+  it("a session deleted in the span whose fold still runs stays deleted; one made again is empty", async () => {
+    const { root, store } = await whileFoldRuns((store) => store.deleteSession("s"))
+    expect(existsSync(join(root, "s"))).toBe(false)
+    await run(store.createSession({ id: "s", concept: "again" }))
+    await expectMadeAgainEmpty(store, root)
   })
 
   it("a session made again over what a lost record left, while its fold still runs, is empty", async () => {
-    const { root, store, file } = await setup({ journal: { foldRecords: 2, foldDelayMs: 1_000 } })
-    await run(
-      store.withSessionLock(
-        "s",
-        Effect.forEach(["a", "b"], (t) => add(store, t))
-      )
+    const { root, store } = await whileFoldRuns((store, root) =>
+      Effect.suspend(() => {
+        // The session's record is gone (what a crash between a deletion's index and its folder
+        // leaves), its folder still there: creating it again starts from an empty folder.
+        const index = join(root, "sessions.json")
+        const records = JSON.parse(readFileSync(index, "utf8")) as Array<{ id: string }>
+        writeFileSync(index, JSON.stringify(records.filter((r) => r.id !== "s")))
+        return store.createSession({ id: "s", concept: "again" })
+      })
     )
-    // As in the test above: the fold is still running after its rename of messages.json.
-    const promises = createRequire(import.meta.url)("node:fs/promises") as typeof import("node:fs/promises")
-    const lstat = promises.lstat
-    promises.lstat = (async (path: PathLike, ...rest: []) => {
-      if (String(path).endsWith("messages.journal")) await new Promise((r) => setTimeout(r, 300))
-      return lstat(path, ...rest)
-    }) as typeof lstat
-    syncBuiltinESMExports()
-    try {
-      await run(
-        store.withSessionLock(
-          "s",
-          Effect.gen(function* () {
-            yield* add(store, "c")
-            const seq = () => JSON.parse(readFileSync(file("messages.json"), "utf8"))[JOURNAL_SEQ]
-            for (let i = 0; i < 300 && !(existsSync(file("messages.json")) && seq() === 3); i++)
-              yield* Effect.sleep("5 millis")
-            // The session's record is gone (what a crash between a deletion's index and its folder
-            // leaves), its folder still there: creating it again starts from an empty folder.
-            const index = join(root, "sessions.json")
-            const records = JSON.parse(readFileSync(index, "utf8")) as Array<{ id: string }>
-            writeFileSync(index, JSON.stringify(records.filter((r) => r.id !== "s")))
-            yield* store.createSession({ id: "s", concept: "again" })
-          })
-        )
-      )
-    } finally {
-      promises.lstat = lstat
-      syncBuiltinESMExports()
-    }
-    expect(await run(store.readHistoryJson("s"))).toBeUndefined()
-    await run(add(store, "new"))
-    expect(textsOf(await run(store.readHistoryJson("s")))).toEqual(["new"])
-    expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["new"])
+    await expectMadeAgainEmpty(store, root)
   })
 
   it("folds the journals it wrote when the store's scope closes; one it only read stays", async () => {
