@@ -14,7 +14,7 @@
  */
 
 import type { IncomingHttpHeaders } from "node:http"
-import type { OpenAIMessage } from "@ctxo/compiler/Render"
+import { type OpenAIMessage, openAIMessageJson } from "@ctxo/compiler/Render"
 import type { ToolSpec } from "@ctxo/compiler/ToolSelection"
 import { Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import type { Dispatcher } from "undici"
@@ -563,22 +563,19 @@ const sseSplitter = () => {
   }
 }
 
-/** The JSON of each frozen message a request body was made of (see `requestBody`). */
-const messageJson = new WeakMap<object, string>()
-
 /**
  * A completion request's body, `{ ...body, stream }`, character for character what
- * `JSON.stringify` makes of it. A frozen message of `body.messages` (frozen to its last nested
- * object, as the compiler's rendering of a history message is, the same object every compile:
- * whoever freezes a message promises it never changes) is serialized once and its JSON kept with
- * it: a session's turn serializes only what is new in its history, where the whole history was
- * serialized again every turn. A body with no frozen message (a proxied client's) is one
+ * `JSON.stringify` makes of it. A message the compiler rendered from history (the same frozen
+ * object every compile) is written from the JSON the compiler keeps with it (`openAIMessageJson`):
+ * a session's turn serializes only what is new in its history, where the whole history was
+ * serialized again every turn. A body with no such message (a proxied client's) is one
  * `JSON.stringify`, as before.
  */
 export const requestBody = (body: RawBody, stream: boolean): string => {
   const whole: Record<string, unknown> = { ...body, stream }
   const messages = body.messages
-  if (!Array.isArray(messages) || !messages.some(isFrozenObject)) return JSON.stringify(whole)
+  if (!Array.isArray(messages) || !messages.some((m) => openAIMessageJson(m) !== undefined))
+    return JSON.stringify(whole)
   let text = "{"
   for (const key of Object.keys(whole)) {
     const separator = text === "{" ? "" : ","
@@ -591,24 +588,12 @@ export const requestBody = (body: RawBody, stream: boolean): string => {
     for (let i = 0; i < messages.length; i++) {
       if (i > 0) text += ","
       const m: unknown = messages[i]
-      if (!isFrozenObject(m)) {
-        text += JSON.stringify(m) ?? "null"
-        continue
-      }
-      let json = messageJson.get(m)
-      if (json === undefined) {
-        json = JSON.stringify(m)
-        messageJson.set(m, json)
-      }
-      text += json
+      text += openAIMessageJson(m) ?? JSON.stringify(m) ?? "null"
     }
     text += "]"
   }
   return `${text}}`
 }
-
-const isFrozenObject = (value: unknown): value is object =>
-  typeof value === "object" && value !== null && Object.isFrozen(value)
 
 /**
  * Keep-alive connections to the upstreams (undici's idle timeout, or the server's `Keep-Alive`

@@ -293,8 +293,8 @@ describe("ModelClient while its connection pool loads", () => {
 })
 
 describe("ModelClient sends a compiled request's body as JSON.stringify writes it", () => {
-  // A history as the compiler renders it (frozen messages, the same objects every compile: their
-  // JSON is kept between calls), and the messages of a request around them that are not.
+  // A history as the compiler renders it (frozen messages, the same objects every compile: the
+  // compiler keeps their JSON), and the messages of a request around them that are not.
   const history = [
     {
       id: "t1-0",

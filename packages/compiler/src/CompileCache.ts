@@ -31,6 +31,7 @@ import type { CompileUnit } from "./internal/units.ts"
 import type { Manifest } from "./Manifest.ts"
 import { parseManifest } from "./Manifest.ts"
 import { makeRanker } from "./Relevance.ts"
+import { openAIMessageJson } from "./Render.ts"
 import type { ContextUnit } from "./Sources.ts"
 import { knowledgeUnits, selectProfileBlocks } from "./Sources.ts"
 import type { Ranker } from "./ToolSelection.ts"
@@ -230,7 +231,7 @@ export const make = (): Service => {
   const contextTokens = memoByTag<ContextUnit, number>()
   const turnUnits = memoByTag<Turn, CompileUnit>()
   const unitHashes = memoByObject((u: { readonly text: string }) => contentHash(u.text))
-  const renderedHashes = memoByObject((m: object) => contentHash(JSON.stringify(m)))
+  const renderedHashes = memoByObject((m: object) => contentHash(openAIMessageJson(m) ?? JSON.stringify(m)))
   return {
     manifest: (key, text, file) => manifests.get(key, [text, file]),
     history: (key, text, file) => histories.get(key, [text, file]),

@@ -125,11 +125,32 @@ export const openAIMessagesOf = (message: Message): ReadonlyArray<OpenAIMessage>
       content: toolResultContent(part)
     }))
   }
-  // Frozen, to the last nested object: what a request is sent as may be kept by the object (see
-  // `@ctxo/agent/ModelClient`'s `requestBody`), which only a message nobody can change allows.
-  for (const r of rendered) deepFreeze(r)
+  // Frozen, to the last nested object: their JSON is kept with them (`openAIMessageJson`), which
+  // only a message nobody can change allows.
+  for (const r of rendered) {
+    deepFreeze(r)
+    renderedJson.set(r, null)
+  }
   openAIRendered.set(message, rendered)
   return rendered
+}
+
+/** Each rendered history message's JSON once asked for (`null` before), by the rendered object. */
+const renderedJson = new WeakMap<object, string | null>()
+
+/**
+ * The JSON text of an object `openAIMessagesOf` rendered (`JSON.stringify`'s, made once per object:
+ * the object is frozen, so it never goes stale); `undefined` for anything else. The compile's
+ * message hashes and the upstream body (`@ctxo/agent/ModelClient`'s `requestBody`) both read a
+ * history message's JSON here: each message of a session is serialized once in the process.
+ */
+export const openAIMessageJson = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  const kept = renderedJson.get(value)
+  if (kept !== null) return kept
+  const json = JSON.stringify(value)
+  renderedJson.set(value, json)
+  return json
 }
 
 const deepFreeze = (value: object): void => {

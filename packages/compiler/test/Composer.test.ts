@@ -6,7 +6,7 @@ import { Either } from "effect"
 import fc from "fast-check"
 import type { Composition } from "../src/Composer.ts"
 import { compose, policies } from "../src/Composer.ts"
-import { renderAnthropic, renderOpenAI, renderReAct } from "../src/Render.ts"
+import { openAIMessageJson, renderAnthropic, renderOpenAI, renderReAct } from "../src/Render.ts"
 
 const history = (): ReadonlyArray<Message> => {
   let doc = emptyHistory
@@ -287,6 +287,11 @@ describe("renderers", () => {
     expect(() => {
       ;(fromHistory[1] as unknown as { tool_calls: Array<{ id: string }> }).tool_calls[0]!.id = "changed"
     }).toThrow(TypeError)
+    // Their JSON is kept with them (the compile's hashes and the upstream body read it); anything
+    // else, an equal copy or a layer rendered afresh, has none.
+    for (const m of fromHistory) expect(openAIMessageJson(m)).toBe(JSON.stringify(m))
+    expect(openAIMessageJson({ ...fromHistory[0]! })).toBeUndefined()
+    expect(openAIMessageJson(first[0])).toBeUndefined()
   })
 
   it("Anthropic: one top-level system, later system layers as reminders, alternating roles, tool blocks adjacent", () => {
