@@ -30,7 +30,7 @@ import type { MemoryEntry, MemoryLevel } from "@ctxo/store/Records"
 import * as SessionCache from "@ctxo/store/SessionCache"
 import { Store } from "@ctxo/store/Store"
 import type { StoreError } from "@ctxo/store/StoreErrors"
-import { Clock, Context, Effect, Layer, Option, Queue, Schedule, Schema, type Scope } from "effect"
+import { Clock, Context, Effect, Exit, Layer, Option, Queue, Schedule, Schema, type Scope } from "effect"
 import { SessionEvents } from "./SessionEvents.ts"
 
 export interface MemorySettings {
@@ -94,10 +94,15 @@ export interface Service {
   /**
    * Promotes the session's important turns to L2 (once each); its L2 entries. `history`: the
    * session's history as the caller read it under the session's lock (read here otherwise).
+   * `beforeWrite`: run before memory.json is written, when a turn is due (a turn engine passes the
+   * wait for its answer's record to be on disk, and promotes while the disk syncs it: no entry is
+   * written of a turn the history might not keep); nothing is written when it fails (its failure
+   * is the caller's to report).
    */
   readonly sync: (
     sessionId: string,
-    history?: HistoryDocument
+    history?: HistoryDocument,
+    options?: { readonly beforeWrite?: Effect.Effect<void, StoreError> }
   ) => Effect.Effect<ReadonlyArray<MemoryEntry>, MemoryError>
   /** Pins (or unpins) an entry; `sessionId` for L1 and L2. */
   readonly pin: (
@@ -244,11 +249,11 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     // empty list holds no promotion, so every empty list shares one key.
     const notDue = new WeakMap<object, WeakSet<Turn>>()
     const noEntries = {}
-    const sync: Service["sync"] = (sessionId, given) =>
+    const sync: Service["sync"] = (sessionId, given, options = {}) =>
       Effect.gen(function* () {
         const turns = yield* turnsOfSession(sessionId, given)
         const at = yield* nowIso
-        const entries = yield* store.updateMemory(sessionId, (current) => {
+        const promoted = (current: ReadonlyArray<MemoryEntry>) => {
           const key = current.length === 0 ? noEntries : current
           let seen = notDue.get(key)
           if (seen === undefined) {
@@ -271,7 +276,19 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
           return due.length === 0
             ? current
             : [...current, ...due.map((t) => l2EntryOf(sessionId, t, at, false))]
-        })
+        }
+        const { beforeWrite } = options
+        if (beforeWrite !== undefined) {
+          // Checked first, writing nothing; when a turn is due, written once `beforeWrite` is done.
+          let due = false
+          const checked = yield* store.updateMemory(sessionId, (current) => {
+            due = promoted(current) !== current
+            return current
+          })
+          if (!due || Exit.isFailure(yield* Effect.exit(beforeWrite)))
+            return checked.filter((e) => e.level === "L2")
+        }
+        const entries = yield* store.updateMemory(sessionId, promoted)
         return entries.filter((e) => e.level === "L2")
       })
 

@@ -389,10 +389,10 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             )
           )
     /** `doc`: the session's history as the turn's answer left it. */
-    const promote = (sessionId: string, doc: HistoryDocument) =>
+    const promote = (sessionId: string, doc: HistoryDocument, durable?: Effect.Effect<void, StoreError>) =>
       Option.isNone(memory)
         ? Effect.void
-        : memory.value.sync(sessionId, doc).pipe(
+        : memory.value.sync(sessionId, doc, durable === undefined ? {} : { beforeWrite: durable }).pipe(
             Effect.asVoid,
             Effect.catchAll((e) =>
               Effect.logWarning(`memory of session ${sessionId} not promoted: ${e.message}`)
@@ -551,9 +551,21 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             const answer = yield* driver.model(compiled, context)
             if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
             if (answer.toolCalls.length === 0) {
-              const ended = yield* provide(endTurn(sessionId, turn, answer.text, answer.usage))
+              // The answer is written, and memory's promotion checked while the disk syncs it (an
+              // entry, when the turn is due, written once it is synced): on disk before the turn
+              // says it is done.
+              const ended = yield* deferSync(
+                provide(endTurn(sessionId, turn, answer.text, answer.usage)),
+                (ended, synced, pending) =>
+                  Effect.as(
+                    Effect.zipRight(
+                      promote(sessionId, ended.doc, pending ? synced : undefined),
+                      Effect.mapError(synced, fromStoreError(sessionId, "write"))
+                    ),
+                    ended
+                  )
+              )
               leave(ended.doc)
-              yield* promote(sessionId, ended.doc)
               yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
               return {
                 _tag: "Answered",

@@ -6,7 +6,7 @@
  * nothing before it is done.
  */
 
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { open } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -21,6 +21,7 @@ import * as MemoryStore from "@ctxo/store/MemoryStore"
 import * as Store from "@ctxo/store/Store"
 import { afterAll, describe, expect, it, vi } from "@effect/vitest"
 import { Effect, FiberRef, Layer, ManagedRuntime } from "effect"
+import * as Memory from "../src/Memory.ts"
 import * as TurnEngine from "../src/TurnEngine.ts"
 
 const sessions = Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`s${i}`, {}]))
@@ -569,6 +570,126 @@ describe("TurnEngine on the file store", () => {
       }
       await turn
       expect(said).toEqual(["turn", "model", "done"])
+    } finally {
+      vi.restoreAllMocks()
+      await runtime.dispose()
+    }
+  })
+
+  it("checks memory's promotion while the answer's fdatasync runs, and writes a due turn's entry and says done only once it is on disk", async () => {
+    const root = mkdtempSync(join(tmpdir(), "ctxo-engine-promote-"))
+    roots.push(root)
+    writeFileSync(join(root, "system-prompt.md"), "You are a careful assistant.")
+    const said: Array<string> = []
+    // Memory as the engine's, its promotions noted.
+    const noted = Layer.effect(
+      Memory.Memory,
+      Effect.map(Memory.make(), (memory) => ({
+        ...memory,
+        sync: (...args: Parameters<Memory.Service["sync"]>) =>
+          Effect.zipRight(
+            Effect.sync(() => void said.push("promote")),
+            memory.sync(...args)
+          )
+      }))
+    )
+    const runtime = ManagedRuntime.make(Layer.provideMerge(noted, fileServicesOn(root)))
+    const memoryFile = join(root, "p", "memory.json")
+    const entries = () =>
+      existsSync(memoryFile) ? (JSON.parse(readFileSync(memoryFile, "utf8")) as Array<unknown>) : []
+    try {
+      await runtime.runPromise(
+        Effect.flatMap(Store.Store, (store) => store.createSession({ id: "p", concept: "" }))
+      )
+      // A disk whose fdatasyncs are held once the model has answered: the answer's.
+      const probe = await open(join(root, "system-prompt.md"), "r")
+      const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+      await probe.close()
+      const datasync = prototype.datasync
+      const held: Array<() => void> = []
+      vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
+        if (!said.includes("model")) return datasync.call(this)
+        return new Promise<void>((resolve, reject) => {
+          held.push(() => datasync.call(this).then(resolve, reject))
+        })
+      })
+      const engine = await runtime.runPromise(TurnEngine.make)
+      const turn = runtime.runPromise(
+        engine.turn(
+          { sessionId: "p", input: "We decided to ship v2.3 on 2026-12-01 after the freeze." },
+          {
+            model: () =>
+              Effect.sync(() => {
+                said.push("model")
+                return { text: "Release 2.3 is set for 2026-12-01.", toolCalls: [] }
+              })
+          },
+          { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
+        )
+      )
+      for (let i = 0; i < 200 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
+      await new Promise((r) => setTimeout(r, 50))
+      // The answer is written and its sync held: memory's promotion checked (the turn is due),
+      // nothing written of it yet.
+      expect(held).toHaveLength(1)
+      expect(said).toEqual(["turn", "model", "promote"])
+      expect(entries()).toEqual([])
+      let done = false
+      void turn.then(() => {
+        done = true
+      })
+      while (!done) {
+        for (const release of held.splice(0)) release()
+        await new Promise((r) => setTimeout(r, 5))
+      }
+      expect((await turn)._tag).toBe("Answered")
+      expect(said).toEqual(["turn", "model", "promote", "done"])
+      expect(entries()).toMatchObject([{ id: "L2:p:t1", level: "L2", sources: [{ session: "p", turn: 1 }] }])
+    } finally {
+      vi.restoreAllMocks()
+      await runtime.dispose()
+    }
+  })
+
+  it("writes no memory entry of a turn whose answer's fdatasync fails, and fails the turn naming the history file", async () => {
+    const root = mkdtempSync(join(tmpdir(), "ctxo-engine-promote-fail-"))
+    roots.push(root)
+    writeFileSync(join(root, "system-prompt.md"), "You are a careful assistant.")
+    const runtime = ManagedRuntime.make(Layer.provideMerge(Memory.layer(), fileServicesOn(root)))
+    const memoryFile = join(root, "f", "memory.json")
+    try {
+      await runtime.runPromise(
+        Effect.flatMap(Store.Store, (store) => store.createSession({ id: "f", concept: "" }))
+      )
+      const probe = await open(join(root, "system-prompt.md"), "r")
+      const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+      await probe.close()
+      const datasync = prototype.datasync
+      let answered = false
+      vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
+        return answered
+          ? Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }))
+          : datasync.call(this)
+      })
+      const engine = await runtime.runPromise(TurnEngine.make)
+      const error = await runtime.runPromise(
+        Effect.flip(
+          engine.turn(
+            { sessionId: "f", input: "We decided to ship v2.3 on 2026-12-01 after the freeze." },
+            {
+              model: () =>
+                Effect.sync(() => {
+                  answered = true
+                  return { text: "Release 2.3 is set for 2026-12-01.", toolCalls: [] }
+                })
+            },
+            options
+          )
+        )
+      )
+      expect(error._tag).toBe("HistoryIOError")
+      expect(error.message).toContain("f/messages.json")
+      expect(existsSync(memoryFile) ? JSON.parse(readFileSync(memoryFile, "utf8")) : []).toEqual([])
     } finally {
       vi.restoreAllMocks()
       await runtime.dispose()
