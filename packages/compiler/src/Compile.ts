@@ -284,7 +284,10 @@ export const compile = (
         manifest,
         systemPrompt,
         input,
-        ...(running === undefined ? {} : { running: running.variant(v) }),
+        // Every property always there (undefined when not given): one shape of options for every
+        // compile, so the optimized code of the selection is not thrown away by the first compile
+        // of a session (no previous state) or of a running turn.
+        running: running === undefined ? undefined : running.variant(v),
         units,
         tools: toolUnits,
         history: {
@@ -296,7 +299,7 @@ export const compile = (
           shown: rules.showsHistory,
           summariesShown: rules.shares
         },
-        ...(options.previous === undefined ? {} : { previous: options.previous }),
+        previous: options.previous,
         recall: { query: askedFor, rank }
       })
     // Measured as its own stage (pure code: the span starts before it and ends after it).

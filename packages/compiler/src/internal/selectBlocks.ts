@@ -96,13 +96,13 @@ export const selectBlocks = (options: {
   /** The new input ("" when a running turn is answered). */
   readonly input: string
   /** The running turn as it is to be shown. */
-  readonly running?: Turn
+  readonly running?: Turn | undefined
   /** The collectors' units (summaries among them as `compression__context`). */
   readonly units: ReadonlyArray<ContextUnit>
   /** The tools wanted, most wanted first (the client's required), as units of the tools source. */
   readonly tools?: ReadonlyArray<CompileUnit>
   readonly history: HistoryInput
-  readonly previous?: CompileState
+  readonly previous?: CompileState | undefined
   /** The input relevance is judged on, and how (recalled turns). */
   readonly recall?: { readonly query: string; readonly rank: Ranker }
 }): Either.Either<Selection, BudgetExceeded> => {

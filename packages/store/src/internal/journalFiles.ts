@@ -139,6 +139,30 @@ const always =
   () =>
     value
 const currentOf = (json: unknown, seq: number): HistoryState["current"] => always(Either.right({ json, seq }))
+
+/**
+ * A history state, its fields always in this order: one shape for every state (read, appended,
+ * folded), so code that reads states keeps its optimized form when a session's first read or a
+ * fold makes one.
+ */
+const historyState = (
+  stampM: string | undefined,
+  journal: Pick<HistoryState, "stampJ" | "journalIno" | "validBytes" | "journalBytes">,
+  records: number,
+  bytes: number,
+  current: HistoryState["current"],
+  text: HistoryState["text"]
+): HistoryState => ({
+  stampM,
+  stampJ: journal.stampJ,
+  journalIno: journal.journalIno,
+  records,
+  validBytes: journal.validBytes,
+  journalBytes: journal.journalBytes,
+  bytes,
+  current,
+  text
+})
 const textOf = (json: unknown, seq: number) => memo(() => jsonText(withJournalSeq(json, seq)))
 
 const memo = <A>(f: () => A): (() => A) => {
@@ -316,21 +340,26 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     const bytes = (baseText?.length ?? 0) + journal.journalBytes
     if (records.length === 0)
       // messages.json alone: parsed only when asked for (its text is handed on as it is).
-      return Either.right({
-        stampM,
-        ...journal,
-        bytes,
-        records: 0,
-        current: memo(() =>
-          Either.flatMap(parseBase(), (base) =>
-            Either.mapLeft(
-              foldJournal(base, []),
-              (p) => new HistoryJournalCorrupt({ path: journalName(sessionId), ...p })
+      return Either.right(
+        historyState(
+          stampM,
+          journal,
+          0,
+          bytes,
+          memo(() =>
+            Either.flatMap(parseBase(), (base) =>
+              Either.map(
+                Either.mapLeft(
+                  foldJournal(base, []),
+                  (p) => new HistoryJournalCorrupt({ path: journalName(sessionId), ...p })
+                ),
+                ({ json, seq }) => ({ json, seq })
+              )
             )
-          )
-        ),
-        text: always(baseText)
-      })
+          ),
+          always(baseText)
+        )
+      )
     const folded = Either.flatMap(parseBase(), (base) =>
       Either.mapLeft(
         foldJournal(base, records),
@@ -339,14 +368,16 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     )
     if (Either.isLeft(folded)) return Either.left(folded.left)
     const { json, seq, applied } = folded.right
-    return Either.right({
-      stampM,
-      ...journal,
-      bytes,
-      records: applied,
-      current: currentOf(json, seq),
-      text: applied === 0 ? always(baseText) : textOf(json, seq)
-    })
+    return Either.right(
+      historyState(
+        stampM,
+        journal,
+        applied,
+        bytes,
+        currentOf(json, seq),
+        applied === 0 ? always(baseText) : textOf(json, seq)
+      )
+    )
   }
 
   /**
@@ -477,17 +508,17 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       journaled.delete(sessionId)
       lastSpan.delete(sessionId)
       const stampM = stampNow(join(dir, HISTORY_FILE))
-      remember(sessionId, {
-        stampM,
-        stampJ: undefined,
-        journalIno: undefined,
-        records: 0,
-        validBytes: 0,
-        journalBytes: 0,
-        bytes: text?.length ?? 0,
-        current: state.current,
-        text: always(text)
-      })
+      remember(
+        sessionId,
+        historyState(
+          stampM,
+          { stampJ: undefined, journalIno: undefined, validBytes: 0, journalBytes: 0 },
+          0,
+          text?.length ?? 0,
+          state.current,
+          always(text)
+        )
+      )
     })
 
   /** A fold that failed is said in the log; a session gone meanwhile is left alone. */
@@ -599,17 +630,19 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
                 })
               : deps.io(file, "append to")(e)
       }).pipe(Effect.tapError(() => Effect.sync(() => states.delete(keyOf(sessionId)))))
-      const next: HistoryState = {
-        stampM: state.stampM,
-        stampJ: written.stamp,
-        journalIno: written.ino,
-        records: state.records + 1,
-        validBytes: written.size,
-        journalBytes: written.size,
-        bytes: state.bytes - state.journalBytes + written.size,
-        current: currentOf(json, seq),
-        text: textOf(json, seq)
-      }
+      const next = historyState(
+        state.stampM,
+        {
+          stampJ: written.stamp,
+          journalIno: written.ino,
+          validBytes: written.size,
+          journalBytes: written.size
+        },
+        state.records + 1,
+        state.bytes - state.journalBytes + written.size,
+        currentOf(json, seq),
+        textOf(json, seq)
+      )
       remember(sessionId, next)
       journaled.add(sessionId)
       const first = span !== undefined && lastSpan.get(sessionId) !== span
