@@ -6,7 +6,8 @@
  *
  * Rows, JSON and streaming:
  * - direct: the request to the upstream itself (the baseline);
- * - floor, gateway proxy (no session): latency added over direct (p50, p99), the gateway's against
+ * - floor, gateway proxy (no session): latency added over direct (p50 over direct's p50; p99 over
+ *   direct's p50, see `addedOver`), the gateway's against
  *   the floor's, and requests per second with 8 and 64 in flight against direct and against the
  *   floor's (the three in turn, round after round: the median of each round's ratio);
  * - gateway session (a warm session of 200 turns; input recorded, context compiled, answer
@@ -193,16 +194,24 @@ const createSession = async (base: string, id: string) => {
   if (r.statusCode >= 300) throw new Error(`creating session ${id}: ${r.statusCode}`)
 }
 
+/**
+ * What `lat` adds over `base`: at p50 the medians' difference; at p99 `lat`'s p99 over `base`'s
+ * median (the slowest requests against a typical one: the difference of two p99s, each the second
+ * slowest of 200 or the slowest of 50 requests, came out below zero whenever the baseline met a
+ * slow moment of the machine the other did not).
+ */
+const addedOver = (lat: ReadonlyArray<number>, base: ReadonlyArray<number>) => ({
+  p50: quantile(lat, 0.5) - quantile(base, 0.5),
+  p99: quantile(lat, 0.99) - quantile(base, 0.5)
+})
+
 /** The median of a list of numbers. */
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 for (const stream of [false, true]) {
   const kind = stream ? "stream" : "json  "
   const direct = await latencies(sequential, () => call(upstream.url, stream), STEADY)
-  const added = (lat: ReadonlyArray<number>) => ({
-    p50: quantile(lat, 0.5) - quantile(direct, 0.5),
-    p99: quantile(lat, 0.99) - quantile(direct, 0.99)
-  })
+  const added = (lat: ReadonlyArray<number>) => addedOver(lat, direct)
   const floorLat = await latencies(sequential, () => call(floor.url, stream), STEADY)
   const proxyLat = await latencies(sequential, () => call(v1, stream), STEADY)
   // Throughput: the three servers in turn, round after round, so that each round's ratios compare
@@ -276,10 +285,7 @@ for (const stream of [false, true]) {
     })
     await r.body.text()
   })
-  const overSame = {
-    p50: quantile(lat, 0.5) - quantile(same, 0.5),
-    p99: quantile(lat, 0.99) - quantile(same, 0.99)
-  }
+  const overSame = addedOver(lat, same)
   console.log(
     `${kind} gateway session (200 turns, warm)  added p50 ${ms(a.p50)}, p99 ${ms(a.p99)} (record, compile, forward, record; ${turn} turns at the end; after ${warmTurn} turns of another session, deleted since; its turns 220-${219 + timed}, ${stream ? "after the JSON rows' turns" : "the process's first, the code less optimized"}, added p50 ${ms(warmupAtLength.p50)}, p99 ${ms(warmupAtLength.p99)}); over the same request sent direct (${compiled.messages.length} messages, ${(sameBody.length / 1024).toFixed(0)} KB, p50 ${ms(quantile(same, 0.5))}): p50 ${ms(overSame.p50)}, p99 ${ms(overSame.p99)}`
   )
