@@ -6,10 +6,10 @@
  *
  * Rows, JSON and streaming:
  * - direct: the request to the upstream itself (the baseline);
- * - floor, gateway proxy (no session): latency added over direct (p50 over direct's p50; p99 over
- *   direct's p50, see `addedOver`), the gateway's against
- *   the floor's, and requests per second with 8 and 64 in flight against direct and against the
- *   floor's (the three in turn, round after round: the median of each round's ratio);
+ * - floor, gateway proxy (no session): latency added over direct (p50 and p99 over direct's p50, as
+ *   in every row: `addedOver`), the gateway's against the floor's, and requests per second with 8
+ *   and 64 in flight against direct and against the floor's (the three in turn, round after round:
+ *   the median of each round's ratio);
  * - gateway session (a warm session of 200 turns; input recorded, context compiled, answer
  *   recorded): latency added over direct, and over the same request (the session's compiled one,
  *   a few hundred messages) sent direct, as a client holding its own history would send it. Timed

@@ -532,155 +532,179 @@ describe("TurnEngine on the file store", () => {
     for (const root of roots) rmSync(root, { recursive: true, force: true })
   })
 
-  it("compiles while the input's fdatasync runs, and says nothing (its number, a model call) before it is done", async () => {
-    const root = mkdtempSync(join(tmpdir(), "ctxo-engine-sync-"))
+  /**
+   * The disk's fdatasync as the test says: `decide` is asked at each call whether to pass it on,
+   * hold it (until `releaseAll`) or fail it with EIO. `restore` releases what is held and puts
+   * the disk back (run it in `finally`, so a failed expectation leaves no turn blocked on a sync).
+   */
+  const disk = async (root: string, decide: () => "pass" | "hold" | "fail") => {
+    const probe = await open(join(root, "system-prompt.md"), "r")
+    const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+    await probe.close()
+    const datasync = prototype.datasync
+    const held: Array<() => void> = []
+    vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
+      const choice = decide()
+      if (choice === "pass") return datasync.call(this)
+      if (choice === "fail")
+        return Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }))
+      return new Promise<void>((resolve, reject) => {
+        held.push(() => datasync.call(this).then(resolve, reject))
+      })
+    })
+    const releaseAll = () => {
+      for (const release of held.splice(0)) release()
+    }
+    return {
+      held,
+      releaseAll,
+      restore: () => {
+        releaseAll()
+        vi.restoreAllMocks()
+      }
+    }
+  }
+  /** Waits (up to 10 s) until `ready` holds. */
+  const until = async (ready: () => boolean) => {
+    for (let i = 0; i < 2_000 && !ready(); i++) await new Promise((r) => setTimeout(r, 5))
+  }
+  /** Releases held syncs until `turn` settles; its outcome. */
+  const releasedUntilDone = async <A>(turn: Promise<A>, releaseAll: () => void) => {
+    let done = false
+    const settled = turn.finally(() => {
+      done = true
+    })
+    while (!done) {
+      releaseAll()
+      await new Promise((r) => setTimeout(r, 5))
+    }
+    return settled
+  }
+  const fileRoot = (prefix: string) => {
+    const root = mkdtempSync(join(tmpdir(), prefix))
     roots.push(root)
     writeFileSync(join(root, "system-prompt.md"), "You are a careful assistant.")
+    return root
+  }
+  const important = {
+    input: "We decided to ship v2.3 on 2026-12-01 after the freeze.",
+    answer: "Release 2.3 is set for 2026-12-01."
+  }
+
+  it("compiles while the input's fdatasync runs, and says nothing (its number, a model call) before it is done", async () => {
+    const root = fileRoot("ctxo-engine-sync-")
     const runtime = ManagedRuntime.make(fileServicesOn(root))
+    const synced = await disk(root, () => "hold")
     try {
       await runtime.runPromise(
         Effect.flatMap(Store.Store, (store) => store.createSession({ id: "s", concept: "" }))
       )
-      // A disk whose fdatasync ends when the test says so (from the turn's first write on).
-      const probe = await open(join(root, "system-prompt.md"), "r")
-      const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
-      await probe.close()
-      const datasync = prototype.datasync
-      const held: Array<() => void> = []
-      vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
-        return new Promise<void>((resolve, reject) => {
-          held.push(() => datasync.call(this).then(resolve, reject))
-        })
-      })
       const said: Array<string> = []
       const engine = await runtime.runPromise(TurnEngine.make)
       const turn = runtime.runPromise(notedTurn(engine, "s", said))
-      for (let i = 0; i < 200 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
+      await until(() => synced.held.length > 0)
       // The input is written and the first request compiled; its sync is held: nothing said yet.
       await new Promise((r) => setTimeout(r, 50))
-      expect(held).toHaveLength(1)
+      expect(synced.held).toHaveLength(1)
       expect(said).toEqual([])
-      let done = false
-      void turn.then(() => {
-        done = true
-      })
-      while (!done) {
-        for (const release of held.splice(0)) release()
-        await new Promise((r) => setTimeout(r, 5))
-      }
-      await turn
+      await releasedUntilDone(turn, synced.releaseAll)
       expect(said).toEqual(["turn", "model", "done"])
     } finally {
-      vi.restoreAllMocks()
+      synced.restore()
       await runtime.dispose()
     }
   })
 
   it("checks memory's promotion while the answer's fdatasync runs, and writes a due turn's entry and says done only once it is on disk", async () => {
-    const root = mkdtempSync(join(tmpdir(), "ctxo-engine-promote-"))
-    roots.push(root)
-    writeFileSync(join(root, "system-prompt.md"), "You are a careful assistant.")
+    const root = fileRoot("ctxo-engine-promote-")
     const said: Array<string> = []
-    // Memory as the engine's, its promotions noted.
+    // Memory as the engine's, over a store whose reads and writes of memory.json are noted.
     const noted = Layer.effect(
       Memory.Memory,
-      Effect.map(Memory.make(), (memory) => ({
-        ...memory,
-        sync: (...args: Parameters<Memory.Service["sync"]>) =>
-          Effect.zipRight(
-            Effect.sync(() => void said.push("promote")),
-            memory.sync(...args)
-          )
-      }))
+      Effect.flatMap(Store.Store, (store) =>
+        Memory.make().pipe(
+          Effect.provideService(Store.Store, {
+            ...store,
+            updateMemory: (sessionId, update) =>
+              Effect.zipRight(
+                Effect.sync(() => void said.push("memory")),
+                store.updateMemory(sessionId, update)
+              )
+          })
+        )
+      )
     )
     const runtime = ManagedRuntime.make(Layer.provideMerge(noted, fileServicesOn(root)))
     const memoryFile = join(root, "p", "memory.json")
     const entries = () =>
       existsSync(memoryFile) ? (JSON.parse(readFileSync(memoryFile, "utf8")) as Array<unknown>) : []
+    // The syncs are held once the model has answered: the answer's.
+    const synced = await disk(root, () => (said.includes("model") ? "hold" : "pass"))
     try {
       await runtime.runPromise(
         Effect.flatMap(Store.Store, (store) => store.createSession({ id: "p", concept: "" }))
       )
-      // A disk whose fdatasyncs are held once the model has answered: the answer's.
-      const probe = await open(join(root, "system-prompt.md"), "r")
-      const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
-      await probe.close()
-      const datasync = prototype.datasync
-      const held: Array<() => void> = []
-      vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
-        if (!said.includes("model")) return datasync.call(this)
-        return new Promise<void>((resolve, reject) => {
-          held.push(() => datasync.call(this).then(resolve, reject))
-        })
-      })
       const engine = await runtime.runPromise(TurnEngine.make)
-      const turn = runtime.runPromise(
-        engine.turn(
-          { sessionId: "p", input: "We decided to ship v2.3 on 2026-12-01 after the freeze." },
-          {
-            model: () =>
-              Effect.sync(() => {
-                said.push("model")
-                return { text: "Release 2.3 is set for 2026-12-01.", toolCalls: [] }
-              })
-          },
-          { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
+      const turnOf = (input: string, answer: string) =>
+        runtime.runPromise(
+          engine.turn(
+            { sessionId: "p", input },
+            {
+              model: () =>
+                Effect.sync(() => {
+                  said.push("model")
+                  return { text: answer, toolCalls: [] }
+                })
+            },
+            { ...options, emit: (event) => Effect.sync(() => void said.push(event.type)) }
+          )
         )
-      )
-      for (let i = 0; i < 200 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 5))
+      // A turn due for L2: checked while its answer's sync is held, nothing written yet.
+      const first = turnOf(important.input, important.answer)
+      await until(() => said.includes("memory"))
       await new Promise((r) => setTimeout(r, 50))
-      // The answer is written and its sync held: memory's promotion checked (the turn is due),
-      // nothing written of it yet.
-      expect(held).toHaveLength(1)
-      expect(said).toEqual(["turn", "model", "promote"])
+      expect(synced.held).toHaveLength(1)
+      expect(said).toEqual(["turn", "model", "memory"])
       expect(entries()).toEqual([])
-      let done = false
-      void turn.then(() => {
-        done = true
-      })
-      while (!done) {
-        for (const release of held.splice(0)) release()
-        await new Promise((r) => setTimeout(r, 5))
-      }
-      expect((await turn)._tag).toBe("Answered")
-      expect(said).toEqual(["turn", "model", "promote", "done"])
+      expect((await releasedUntilDone(first, synced.releaseAll))._tag).toBe("Answered")
+      // Written (memory.json read again) once the answer is on disk, then done.
+      expect(said).toEqual(["turn", "model", "memory", "memory", "done"])
       expect(entries()).toMatchObject([{ id: "L2:p:t1", level: "L2", sources: [{ session: "p", turn: 1 }] }])
+      // A turn not due: checked while its answer's sync is held, nothing more, done once synced.
+      said.length = 0
+      const second = turnOf("thanks", "You are welcome.")
+      await until(() => said.includes("memory"))
+      await new Promise((r) => setTimeout(r, 50))
+      expect(said).toEqual(["turn", "model", "memory"])
+      await releasedUntilDone(second, synced.releaseAll)
+      expect(said).toEqual(["turn", "model", "memory", "done"])
+      expect(entries()).toHaveLength(1)
     } finally {
-      vi.restoreAllMocks()
+      synced.restore()
       await runtime.dispose()
     }
   })
 
   it("writes no memory entry of a turn whose answer's fdatasync fails, and fails the turn naming the history file", async () => {
-    const root = mkdtempSync(join(tmpdir(), "ctxo-engine-promote-fail-"))
-    roots.push(root)
-    writeFileSync(join(root, "system-prompt.md"), "You are a careful assistant.")
+    const root = fileRoot("ctxo-engine-promote-fail-")
     const runtime = ManagedRuntime.make(Layer.provideMerge(Memory.layer(), fileServicesOn(root)))
     const memoryFile = join(root, "f", "memory.json")
+    let answered = false
+    const synced = await disk(root, () => (answered ? "fail" : "pass"))
     try {
       await runtime.runPromise(
         Effect.flatMap(Store.Store, (store) => store.createSession({ id: "f", concept: "" }))
       )
-      const probe = await open(join(root, "system-prompt.md"), "r")
-      const prototype = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
-      await probe.close()
-      const datasync = prototype.datasync
-      let answered = false
-      vi.spyOn(prototype, "datasync").mockImplementation(function (this: unknown) {
-        return answered
-          ? Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }))
-          : datasync.call(this)
-      })
       const engine = await runtime.runPromise(TurnEngine.make)
       const error = await runtime.runPromise(
         Effect.flip(
           engine.turn(
-            { sessionId: "f", input: "We decided to ship v2.3 on 2026-12-01 after the freeze." },
+            { sessionId: "f", input: important.input },
             {
               model: () =>
                 Effect.sync(() => {
                   answered = true
-                  return { text: "Release 2.3 is set for 2026-12-01.", toolCalls: [] }
+                  return { text: important.answer, toolCalls: [] }
                 })
             },
             options
@@ -691,7 +715,7 @@ describe("TurnEngine on the file store", () => {
       expect(error.message).toContain("f/messages.json")
       expect(existsSync(memoryFile) ? JSON.parse(readFileSync(memoryFile, "utf8")) : []).toEqual([])
     } finally {
-      vi.restoreAllMocks()
+      synced.restore()
       await runtime.dispose()
     }
   })
