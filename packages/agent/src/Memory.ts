@@ -102,7 +102,7 @@ export interface Service {
   readonly sync: (
     sessionId: string,
     history?: HistoryDocument,
-    options?: { readonly beforeWrite?: Effect.Effect<void, StoreError> }
+    options?: { readonly beforeWrite?: Effect.Effect<void, StoreError> | undefined }
   ) => Effect.Effect<ReadonlyArray<MemoryEntry>, MemoryError>
   /** Pins (or unpins) an entry; `sessionId` for L1 and L2. */
   readonly pin: (
@@ -253,7 +253,8 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
       Effect.gen(function* () {
         const turns = yield* turnsOfSession(sessionId, given)
         const at = yield* nowIso
-        const promoted = (current: ReadonlyArray<MemoryEntry>) => {
+        /** The turns due for L2 against `current` (the others are remembered as not due). */
+        const dueOf = (current: ReadonlyArray<MemoryEntry>) => {
           const key = current.length === 0 ? noEntries : current
           let seen = notDue.get(key)
           if (seen === undefined) {
@@ -273,20 +274,20 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
             }
             seen.add(t)
           }
+          return due
+        }
+        const promoted = (current: ReadonlyArray<MemoryEntry>) => {
+          const due = dueOf(current)
           return due.length === 0
             ? current
             : [...current, ...due.map((t) => l2EntryOf(sessionId, t, at, false))]
         }
         const { beforeWrite } = options
         if (beforeWrite !== undefined) {
-          // Checked first, writing nothing; when a turn is due, written once `beforeWrite` is done.
-          let due = false
-          const checked = yield* store.updateMemory(sessionId, (current) => {
-            due = promoted(current) !== current
-            return current
-          })
-          if (!due || Exit.isFailure(yield* Effect.exit(beforeWrite)))
-            return checked.filter((e) => e.level === "L2")
+          // Read and checked first; when a turn is due, written once `beforeWrite` is done.
+          const current = yield* store.readMemory(sessionId)
+          if (dueOf(current).length === 0 || Exit.isFailure(yield* Effect.exit(beforeWrite)))
+            return current.filter((e) => e.level === "L2")
         }
         const entries = yield* store.updateMemory(sessionId, promoted)
         return entries.filter((e) => e.level === "L2")

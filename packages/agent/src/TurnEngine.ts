@@ -388,11 +388,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
               Effect.as(Effect.logWarning(`memory of session ${sessionId} left out: ${e.message}`), {})
             )
           )
+    /** The wait for a history change `deferSync` handed back, failing as the history's write. */
+    const onDisk = (sessionId: string, synced: Effect.Effect<void, StoreError>) =>
+      Effect.mapError(synced, fromStoreError(sessionId, "write"))
     /** `doc`: the session's history as the turn's answer left it. */
     const promote = (sessionId: string, doc: HistoryDocument, durable?: Effect.Effect<void, StoreError>) =>
       Option.isNone(memory)
         ? Effect.void
-        : memory.value.sync(sessionId, doc, durable === undefined ? {} : { beforeWrite: durable }).pipe(
+        : memory.value.sync(sessionId, doc, { beforeWrite: durable }).pipe(
             Effect.asVoid,
             Effect.catchAll((e) =>
               Effect.logWarning(`memory of session ${sessionId} not promoted: ${e.message}`)
@@ -560,7 +563,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
                   Effect.as(
                     Effect.zipRight(
                       promote(sessionId, ended.doc, pending ? synced : undefined),
-                      Effect.mapError(synced, fromStoreError(sessionId, "write"))
+                      onDisk(sessionId, synced)
                     ),
                     ended
                   )
@@ -775,7 +778,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           // disk before the turn says anything (its number, a model call, an error).
           return yield* deferSync(provide(startTurn(sid, began)), (started, synced, pending) => {
             const announce = Effect.zipRight(
-              Effect.mapError(synced, fromStoreError(sid, "write")),
+              onDisk(sid, synced),
               Effect.zipRight(
                 emit({ type: "turn", turn: started.turn, resumed: started.resumed }),
                 annotateSpan({ "ctxo.turn": started.turn })

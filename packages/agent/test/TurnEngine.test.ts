@@ -586,6 +586,11 @@ describe("TurnEngine on the file store", () => {
     writeFileSync(join(root, "system-prompt.md"), "You are a careful assistant.")
     return root
   }
+  /** The entries in a session's memory.json as on disk (none when there is no file). */
+  const memoryFileOf = (root: string, sessionId: string): Array<unknown> => {
+    const file = join(root, sessionId, "memory.json")
+    return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Array<unknown>) : []
+  }
   const important = {
     input: "We decided to ship v2.3 on 2026-12-01 after the freeze.",
     answer: "Release 2.3 is set for 2026-12-01."
@@ -618,26 +623,23 @@ describe("TurnEngine on the file store", () => {
   it("checks memory's promotion while the answer's fdatasync runs, and writes a due turn's entry and says done only once it is on disk", async () => {
     const root = fileRoot("ctxo-engine-promote-")
     const said: Array<string> = []
-    // Memory as the engine's, over a store whose reads and writes of memory.json are noted.
+    // Memory as the engine's, over a store whose reads and writes of memory.json once the model
+    // has answered are noted (before it, the compile reads memory as a source).
+    const note = Effect.sync(() => void (said.includes("model") && said.push("memory")))
     const noted = Layer.effect(
       Memory.Memory,
       Effect.flatMap(Store.Store, (store) =>
         Memory.make().pipe(
           Effect.provideService(Store.Store, {
             ...store,
-            updateMemory: (sessionId, update) =>
-              Effect.zipRight(
-                Effect.sync(() => void said.push("memory")),
-                store.updateMemory(sessionId, update)
-              )
+            readMemory: (sessionId) => Effect.zipRight(note, store.readMemory(sessionId)),
+            updateMemory: (sessionId, update) => Effect.zipRight(note, store.updateMemory(sessionId, update))
           })
         )
       )
     )
     const runtime = ManagedRuntime.make(Layer.provideMerge(noted, fileServicesOn(root)))
-    const memoryFile = join(root, "p", "memory.json")
-    const entries = () =>
-      existsSync(memoryFile) ? (JSON.parse(readFileSync(memoryFile, "utf8")) as Array<unknown>) : []
+    const entries = () => memoryFileOf(root, "p")
     // The syncs are held once the model has answered: the answer's.
     const synced = await disk(root, () => (said.includes("model") ? "hold" : "pass"))
     try {
@@ -688,7 +690,6 @@ describe("TurnEngine on the file store", () => {
   it("writes no memory entry of a turn whose answer's fdatasync fails, and fails the turn naming the history file", async () => {
     const root = fileRoot("ctxo-engine-promote-fail-")
     const runtime = ManagedRuntime.make(Layer.provideMerge(Memory.layer(), fileServicesOn(root)))
-    const memoryFile = join(root, "f", "memory.json")
     let answered = false
     const synced = await disk(root, () => (answered ? "fail" : "pass"))
     try {
@@ -713,7 +714,7 @@ describe("TurnEngine on the file store", () => {
       )
       expect(error._tag).toBe("HistoryIOError")
       expect(error.message).toContain("f/messages.json")
-      expect(existsSync(memoryFile) ? JSON.parse(readFileSync(memoryFile, "utf8")) : []).toEqual([])
+      expect(memoryFileOf(root, "f")).toEqual([])
     } finally {
       synced.restore()
       await runtime.dispose()

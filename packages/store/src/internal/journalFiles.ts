@@ -140,6 +140,14 @@ const always =
     value
 const currentOf = (json: unknown, seq: number): HistoryState["current"] => always(Either.right({ json, seq }))
 
+/** The journal's fields of a state when there is no journal. */
+const noJournal: Pick<HistoryState, "stampJ" | "journalIno" | "validBytes" | "journalBytes"> = {
+  stampJ: undefined,
+  journalIno: undefined,
+  validBytes: 0,
+  journalBytes: 0
+}
+
 /**
  * A history state, its fields always in this order: one shape for every state (read, appended,
  * folded), so code that reads states keeps its optimized form when a session's first read or a
@@ -335,7 +343,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     const journal =
       j._tag === "Read"
         ? { stampJ: j.stamp, journalIno: j.ino, journalBytes: j.size, validBytes: lines.right.validBytes }
-        : { stampJ: undefined, journalIno: undefined, journalBytes: 0, validBytes: 0 }
+        : noJournal
     const records = lines.right.records
     const bytes = (baseText?.length ?? 0) + journal.journalBytes
     if (records.length === 0)
@@ -508,17 +516,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       journaled.delete(sessionId)
       lastSpan.delete(sessionId)
       const stampM = stampNow(join(dir, HISTORY_FILE))
-      remember(
-        sessionId,
-        historyState(
-          stampM,
-          { stampJ: undefined, journalIno: undefined, validBytes: 0, journalBytes: 0 },
-          0,
-          text?.length ?? 0,
-          state.current,
-          always(text)
-        )
-      )
+      remember(sessionId, historyState(stampM, noJournal, 0, text?.length ?? 0, state.current, always(text)))
     })
 
   /** A fold that failed is said in the log; a session gone meanwhile is left alone. */
