@@ -73,6 +73,7 @@ export interface RecordedRequest {
 
 export interface FakeUpstream {
   readonly url: string
+  /** Every request answered, in order (none when started with `keepRequests: false`). */
   readonly requests: Array<RecordedRequest>
   /** Queue replies; each request takes the next one (then the default reply). */
   readonly script: (...replies: ReadonlyArray<Reply>) => void
@@ -254,8 +255,15 @@ export const startFakeUpstream = async (
     readonly onRequest?: (request: RecordedRequest) => void
     /** Replies answered in order before the default ones (a script file's, `CTXO_LOCAL_MODEL_SCRIPT`). */
     readonly script?: ReadonlyArray<Reply>
+    /**
+     * Whether `requests` keeps every request answered (default: a test reads them). The gateway's
+     * local model and the benchmark's upstream answer for as long as their process runs: they keep
+     * none (each request's text and parsed body, a whole session's history for a session's turn).
+     */
+    readonly keepRequests?: boolean
   } = {}
 ) => {
+  const keep = options.keepRequests ?? true
   const requests: Array<RecordedRequest> = []
   const queue: Array<Reply> = [...(options.script ?? [])]
   let counter = 0
@@ -275,7 +283,7 @@ export const startFakeUpstream = async (
       text: sentText,
       body
     }
-    requests.push(recorded)
+    if (keep) requests.push(recorded)
     options.onRequest?.(recorded)
     const id = `chatcmpl-${++counter}`
     const reply = queue.shift() ?? localReply(body, `call_${id}`)

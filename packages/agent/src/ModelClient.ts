@@ -983,7 +983,9 @@ export const layer = (options: UpstreamOptions): Layer.Layer<ModelClient> =>
         Effect.promise(() =>
           startFakeUpstream({
             ...(local.port === undefined ? {} : { port: local.port }),
-            ...(local.script === undefined ? {} : { script: local.script })
+            ...(local.script === undefined ? {} : { script: local.script }),
+            // Nobody reads them here: kept, they grew the gateway by each request's body.
+            keepRequests: false
           })
         ),
         (f) => Effect.promise(() => f.close())

@@ -1,4 +1,6 @@
 import { createServer } from "node:http"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { openAIMessagesOf } from "@ctxo/compiler/Render"
 import type { Message } from "@ctxo/history/Message"
 import { assert, describe, it } from "@effect/vitest"
@@ -360,5 +362,34 @@ describe("ModelClient sends a compiled request's body as JSON.stringify writes i
         sent
       )
     }).pipe(withFake)
+  )
+})
+
+describe("ModelClient's local model (no key, no base URL: the gateway's default)", () => {
+  it.live("keeps nothing of the requests it answered", () =>
+    Effect.gen(function* () {
+      // A full collection on demand (the test runner has no --expose-gc).
+      setFlagsFromString("--expose-gc")
+      const gc = runInNewContext("gc") as () => void
+      const client = yield* ModelClient.ModelClient
+      // A session's turn sends its whole history: here 256 KB a request.
+      const long = { model: "gpt-4o", messages: [{ role: "user" as const, content: "x".repeat(256 * 1024) }] }
+      const answered = (answer: unknown) =>
+        assert.strictEqual(
+          (answer as { readonly choices: ReadonlyArray<{ readonly finish_reason: string }> }).choices[0]
+            ?.finish_reason,
+          "stop"
+        )
+      answered(yield* client.passthrough(long))
+      gc()
+      const before = process.memoryUsage().heapUsed
+      for (let i = 0; i < 40; i++) answered(yield* client.passthrough(long))
+      gc()
+      // Kept, each request's text and the content parsed from it: 40 x 2 x 256 KB, 20 MB.
+      const grown = (process.memoryUsage().heapUsed - before) / 1048576
+      assert.isBelow(grown, 5, `the heap grew ${grown.toFixed(1)} MB over 40 requests of 256 KB`)
+    }).pipe(
+      Effect.provide(ModelClient.layer({ apiKey: Option.none(), baseUrl: Option.none(), ...deadlines }))
+    )
   )
 })
