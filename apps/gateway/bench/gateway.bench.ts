@@ -60,9 +60,12 @@ const dataRoot = () => {
   return dir
 }
 
-/** A child process running a TypeScript file of this package, with its `ready <url>` line. */
+/**
+ * A child process running a TypeScript file of this package, with its `ready <url>` line and the
+ * `<name> <value>` lines it printed before it.
+ */
 const startScript = (file: string, env: Record<string, string> = {}) =>
-  new Promise<{ child: ChildProcess; url: string }>((resolve, reject) => {
+  new Promise<{ child: ChildProcess; url: string; said: ReadonlyMap<string, string> }>((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx/esm", file], {
       cwd: gatewayDir,
       env: { ...process.env, ...env },
@@ -70,8 +73,11 @@ const startScript = (file: string, env: Record<string, string> = {}) =>
     })
     children.push(child)
     child.once("exit", (code) => reject(new Error(`${file} exited (${code}) before it was ready`)))
+    const said = new Map<string, string>()
     createInterface({ input: child.stdout! }).on("line", (line) => {
-      if (line.startsWith("ready ")) resolve({ child, url: line.slice(6) })
+      const space = line.indexOf(" ")
+      if (space > 0) said.set(line.slice(0, space), line.slice(space + 1))
+      if (line.startsWith("ready ")) resolve({ child, url: line.slice(6), said })
     })
   })
 
@@ -262,10 +268,27 @@ for (const stream of [false, true]) {
   await createSession(gateway.base, session)
   for (let i = 0; i < 200; i++) await call(v1, stream, session, `Turn ${i}: what is a token budget?`)
   let turn = 200
-  const lat = await latencies(timed, () =>
-    call(v1, stream, session, `Turn ${turn++}: what is a token budget?`)
-  )
+  /** When each turn was sent and its answer read whole (the upstream's clock too). */
+  const stamps: Array<readonly [number, number]> = []
+  const now = () => performance.timeOrigin + performance.now()
+  const lat = await latencies(timed, async () => {
+    const sent = now()
+    await call(v1, stream, session, `Turn ${turn++}: what is a token budget?`)
+    stamps.push([sent, now()])
+  })
   const a = added(lat)
+  // Where the timed turns were when the upstream had read them (one upstream call a turn, the
+  // turns one after another: the upstream's last reads are theirs).
+  const readsAt = (await (
+    await request(upstream.said.get("reads")!, { dispatcher })
+  ).body.json()) as Array<number>
+  const turnsTimed = stamps.slice(-timed)
+  const upstreamHad = readsAt.slice(-timed)
+  const split =
+    upstreamHad.length === timed &&
+    turnsTimed.every(([sent, read], i) => sent <= upstreamHad[i]! && upstreamHad[i]! <= read)
+      ? `; the upstream had read and parsed the request ${ms(median(turnsTimed.map(([sent], i) => upstreamHad[i]! - sent)))} after the client sent it, the client had the answer ${ms(median(turnsTimed.map(([, read], i) => read - upstreamHad[i]!)))} after that (the upstream's work included; p50 each)`
+      : "; the upstream's reads did not match the turns"
   // The same request straight to the upstream: what a client that sends the session's whole
   // history itself waits (the upstream reads and parses the longer body too, ctxo or not).
   const preview = await request(
@@ -287,7 +310,7 @@ for (const stream of [false, true]) {
   })
   const overSame = addedOver(lat, same)
   console.log(
-    `${kind} gateway session (200 turns, warm)  added p50 ${ms(a.p50)}, p99 ${ms(a.p99)} (record, compile, forward, record; ${turn} turns at the end; after ${warmTurn} turns of another session, deleted since; its turns 220-${219 + timed}, ${stream ? "after the JSON rows' turns" : "the process's first, the code less optimized"}, added p50 ${ms(warmupAtLength.p50)}, p99 ${ms(warmupAtLength.p99)}); over the same request sent direct (${compiled.messages.length} messages, ${(sameBody.length / 1024).toFixed(0)} KB, p50 ${ms(quantile(same, 0.5))}): p50 ${ms(overSame.p50)}, p99 ${ms(overSame.p99)}`
+    `${kind} gateway session (200 turns, warm)  added p50 ${ms(a.p50)}, p99 ${ms(a.p99)} (record, compile, forward, record; ${turn} turns at the end; after ${warmTurn} turns of another session, deleted since; its turns 220-${219 + timed}, ${stream ? "after the JSON rows' turns" : "the process's first, the code less optimized"}, added p50 ${ms(warmupAtLength.p50)}, p99 ${ms(warmupAtLength.p99)}); over the same request sent direct (${compiled.messages.length} messages, ${(sameBody.length / 1024).toFixed(0)} KB, p50 ${ms(quantile(same, 0.5))}): p50 ${ms(overSame.p50)}, p99 ${ms(overSame.p99)}${split}`
   )
 }
 
