@@ -385,6 +385,7 @@ const startGateway = async () => {
   mkdirSync(dirname(upstreamLog), { recursive: true })
   writeFileSync(upstreamLog, "")
   const upstream = await startFakeUpstream({
+    keepRequests: false,
     onRequest: (r) => appendFileSync(upstreamLog, `${JSON.stringify(r.body)}\n`)
   })
   const dataDir = mkdtempSync(join(tmpdir(), "ctxo-eval-gateway-"))

@@ -268,9 +268,9 @@ for (const stream of [false, true]) {
   await createSession(gateway.base, session)
   for (let i = 0; i < 200; i++) await call(v1, stream, session, `Turn ${i}: what is a token budget?`)
   let turn = 200
-  /** When each turn was sent and its answer read whole (the upstream's clock too). */
+  /** When each turn was sent and its answer read whole (the monotonic clock the upstream notes on). */
   const stamps: Array<readonly [number, number]> = []
-  const now = () => performance.timeOrigin + performance.now()
+  const now = () => Number(process.hrtime.bigint()) / 1e6
   const lat = await latencies(timed, async () => {
     const sent = now()
     await call(v1, stream, session, `Turn ${turn++}: what is a token budget?`)
@@ -279,16 +279,23 @@ for (const stream of [false, true]) {
   const a = added(lat)
   // Where the timed turns were when the upstream had read them (one upstream call a turn, the
   // turns one after another: the upstream's last reads are theirs).
-  const readsAt = (await (
-    await request(upstream.said.get("reads")!, { dispatcher })
-  ).body.json()) as Array<number>
-  const turnsTimed = stamps.slice(-timed)
-  const upstreamHad = readsAt.slice(-timed)
-  const split =
-    upstreamHad.length === timed &&
-    turnsTimed.every(([sent, read], i) => sent <= upstreamHad[i]! && upstreamHad[i]! <= read)
-      ? `; the upstream had read and parsed the request ${ms(median(turnsTimed.map(([sent], i) => upstreamHad[i]! - sent)))} after the client sent it, the client had the answer ${ms(median(turnsTimed.map(([, read], i) => read - upstreamHad[i]!)))} after that (the upstream's work included; p50 each)`
-      : "; the upstream's reads did not match the turns"
+  const split = await (async () => {
+    try {
+      const r = await request(upstream.said.get("reads") ?? "", { dispatcher })
+      const text = await r.body.text()
+      if (r.statusCode !== 200) return `; the upstream's reads could not be read (${r.statusCode})`
+      const upstreamHad = (JSON.parse(text) as Array<number>).slice(-timed)
+      const turnsTimed = stamps.slice(-timed)
+      if (
+        upstreamHad.length !== timed ||
+        !turnsTimed.every(([sent, read], i) => sent <= upstreamHad[i]! && upstreamHad[i]! <= read)
+      )
+        return "; the upstream's reads did not match the turns"
+      return `; the upstream had read and parsed the request ${ms(median(turnsTimed.map(([sent], i) => upstreamHad[i]! - sent)))} after the client sent it, the client had the answer ${ms(median(turnsTimed.map(([, read], i) => read - upstreamHad[i]!)))} after that (the upstream's work included; p50 each)`
+    } catch (e) {
+      return `; the upstream's reads could not be read (${e instanceof Error ? e.message : String(e)})`
+    }
+  })()
   // The same request straight to the upstream: what a client that sends the session's whole
   // history itself waits (the upstream reads and parses the longer body too, ctxo or not).
   const preview = await request(

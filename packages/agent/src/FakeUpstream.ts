@@ -73,7 +73,7 @@ export interface RecordedRequest {
 
 export interface FakeUpstream {
   readonly url: string
-  /** Every request answered, in order (none when started with `keepRequests: false`). */
+  /** Every request received, in order (none, and no error, when started with `keepRequests: false`). */
   readonly requests: Array<RecordedRequest>
   /** Queue replies; each request takes the next one (then the default reply). */
   readonly script: (...replies: ReadonlyArray<Reply>) => void
@@ -256,9 +256,10 @@ export const startFakeUpstream = async (
     /** Replies answered in order before the default ones (a script file's, `CTXO_LOCAL_MODEL_SCRIPT`). */
     readonly script?: ReadonlyArray<Reply>
     /**
-     * Whether `requests` keeps every request answered (default: a test reads them). The gateway's
-     * local model and the benchmark's upstream answer for as long as their process runs: they keep
-     * none (each request's text and parsed body, a whole session's history for a session's turn).
+     * Whether `requests` keeps every request received (default: a test reads them). The gateway's
+     * local model, the benchmark's upstream and the eval's (which writes them out through
+     * `onRequest`, called either way) keep none: each is a request's text and parsed body, a whole
+     * session's history for a session's turn, kept for as long as the process runs.
      */
     readonly keepRequests?: boolean
   } = {}

@@ -372,6 +372,7 @@ describe("ModelClient's local model (no key, no base URL: the gateway's default)
       setFlagsFromString("--expose-gc")
       const gc = runInNewContext("gc") as () => void
       const client = yield* ModelClient.ModelClient
+      assert.isTrue(client.upstream.startsWith("local ("), client.upstream)
       // A session's turn sends its whole history: here 256 KB a request.
       const long = { model: "gpt-4o", messages: [{ role: "user" as const, content: "x".repeat(256 * 1024) }] }
       const answered = (answer: unknown) =>
