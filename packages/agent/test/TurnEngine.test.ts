@@ -564,9 +564,10 @@ describe("TurnEngine on the file store", () => {
       }
     }
   }
-  /** Waits (up to 10 s) until `ready` holds. */
-  const until = async (ready: () => boolean) => {
+  /** Waits until `ready` holds; fails, naming `what`, when it has not after 10 s. */
+  const until = async (what: string, ready: () => boolean) => {
     for (let i = 0; i < 2_000 && !ready(); i++) await new Promise((r) => setTimeout(r, 5))
+    if (!ready()) throw new Error(`${what}: not after 10 s`)
   }
   /** Releases held syncs until `turn` settles; its outcome. */
   const releasedUntilDone = async <A>(turn: Promise<A>, releaseAll: () => void) => {
@@ -607,7 +608,7 @@ describe("TurnEngine on the file store", () => {
       const said: Array<string> = []
       const engine = await runtime.runPromise(TurnEngine.make)
       const turn = runtime.runPromise(notedTurn(engine, "s", said))
-      await until(() => synced.held.length > 0)
+      await until("the input's fdatasync held", () => synced.held.length > 0)
       // The input is written and the first request compiled; its sync is held: nothing said yet.
       await new Promise((r) => setTimeout(r, 50))
       expect(synced.held).toHaveLength(1)
@@ -663,7 +664,7 @@ describe("TurnEngine on the file store", () => {
         )
       // A turn due for L2: checked while its answer's sync is held, nothing written yet.
       const first = turnOf(important.input, important.answer)
-      await until(() => said.includes("memory"))
+      await until("memory checked after the model's answer", () => said.includes("memory"))
       await new Promise((r) => setTimeout(r, 50))
       expect(synced.held).toHaveLength(1)
       expect(said).toEqual(["turn", "model", "memory"])
@@ -675,7 +676,7 @@ describe("TurnEngine on the file store", () => {
       // A turn not due: checked while its answer's sync is held, nothing more, done once synced.
       said.length = 0
       const second = turnOf("thanks", "You are welcome.")
-      await until(() => said.includes("memory"))
+      await until("memory checked after the model's answer", () => said.includes("memory"))
       await new Promise((r) => setTimeout(r, 50))
       expect(said).toEqual(["turn", "model", "memory"])
       await releasedUntilDone(second, synced.releaseAll)

@@ -346,6 +346,14 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         : noJournal
     const records = lines.right.records
     const bytes = (baseText?.length ?? 0) + journal.journalBytes
+    /** messages.json parsed and `withRecords` applied to it. */
+    const foldedWith = (withRecords: typeof records) =>
+      Either.flatMap(parseBase(), (base) =>
+        Either.mapLeft(
+          foldJournal(base, withRecords),
+          (p) => new HistoryJournalCorrupt({ path: journalName(sessionId), ...p })
+        )
+      )
     if (records.length === 0)
       // messages.json alone: parsed only when asked for (its text is handed on as it is).
       return Either.right(
@@ -354,26 +362,11 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
           journal,
           0,
           bytes,
-          memo(() =>
-            Either.flatMap(parseBase(), (base) =>
-              Either.map(
-                Either.mapLeft(
-                  foldJournal(base, []),
-                  (p) => new HistoryJournalCorrupt({ path: journalName(sessionId), ...p })
-                ),
-                ({ json, seq }) => ({ json, seq })
-              )
-            )
-          ),
+          memo(() => Either.map(foldedWith([]), ({ json, seq }) => ({ json, seq }))),
           always(baseText)
         )
       )
-    const folded = Either.flatMap(parseBase(), (base) =>
-      Either.mapLeft(
-        foldJournal(base, records),
-        (p) => new HistoryJournalCorrupt({ path: journalName(sessionId), ...p })
-      )
-    )
+    const folded = foldedWith(records)
     if (Either.isLeft(folded)) return Either.left(folded.left)
     const { json, seq, applied } = folded.right
     return Either.right(
