@@ -457,168 +457,183 @@ export const make = Effect.gen(function* () {
     out: StreamOut,
     offerNow: (frame: string) => void
   ): Effect.Effect<Answer | undefined, DomainError, Services> =>
-    Effect.gen(function* () {
-      const store = yield* Store
-      const engine = yield* TurnEngine
-      const modelClient = yield* ModelClient
-      const idempotencyKey = header(requestHeaders, "idempotency-key")
-      /** The thinking-map node the new user message is about: it joins that node's conversation. */
-      const node = header(requestHeaders, "x-ctxo-node")
-      yield* registry.resolve(body.model)
-      yield* store.getSession(sessionId)
-      const {
-        messages: _messages,
-        metadata: _metadata,
-        stream: _stream,
-        stream_options: _options,
-        ...params
-      } = body
-      const forwardOf = (
-        compiled: CompileResult,
-        extra: ReadonlyArray<Record<string, unknown>> = []
-      ): RawBody => ({
-        ...params,
-        model: body.model,
-        messages: [...(compiled.format === "openai" ? compiled.request.messages : []), ...extra]
-      })
-      const trailing: Array<Record<string, unknown>> = []
-      for (let i = body.messages.length - 1; i >= 0 && body.messages[i]!.role === "tool"; i--)
-        trailing.unshift(body.messages[i]! as Record<string, unknown>)
-      let lastUserAt = body.messages.length - 1
-      while (lastUserAt >= 0 && body.messages[lastUserAt]!.role !== "user") lastUserAt--
-      const lastUser = lastUserAt === -1 ? undefined : body.messages[lastUserAt]
-      if (trailing.length === 0 && lastUser === undefined)
-        return yield* new InvalidRequestBody({ message: "messages has no user message", param: "messages" })
-      const record = !recordsNothing(header(requestHeaders, "x-ctxo-record"))
+    Effect.gen(() => turnRequest(body, sessionId, requestHeaders, out, offerNow))
+  /**
+   * `sessionTurn`'s work: a generator made once, not per request (V8 keeps what a generator function
+   * made per call closes over, here the request, until a full collection: README, the hot path).
+   */
+  function* turnRequest(
+    body: Body,
+    sessionId: string,
+    requestHeaders: CompletionRequest["headers"],
+    out: StreamOut,
+    offerNow: (frame: string) => void
+  ) {
+    const store = yield* Store
+    const engine = yield* TurnEngine
+    const modelClient = yield* ModelClient
+    const idempotencyKey = header(requestHeaders, "idempotency-key")
+    /** The thinking-map node the new user message is about: it joins that node's conversation. */
+    const node = header(requestHeaders, "x-ctxo-node")
+    yield* registry.resolve(body.model)
+    yield* store.getSession(sessionId)
+    const {
+      messages: _messages,
+      metadata: _metadata,
+      stream: _stream,
+      stream_options: _options,
+      ...params
+    } = body
+    const forwardOf = (
+      compiled: CompileResult,
+      extra: ReadonlyArray<Record<string, unknown>> = []
+    ): RawBody => ({
+      ...params,
+      model: body.model,
+      messages: [...(compiled.format === "openai" ? compiled.request.messages : []), ...extra]
+    })
+    const trailing: Array<Record<string, unknown>> = []
+    for (let i = body.messages.length - 1; i >= 0 && body.messages[i]!.role === "tool"; i--)
+      trailing.unshift(body.messages[i]! as Record<string, unknown>)
+    let lastUserAt = body.messages.length - 1
+    while (lastUserAt >= 0 && body.messages[lastUserAt]!.role !== "user") lastUserAt--
+    const lastUser = lastUserAt === -1 ? undefined : body.messages[lastUserAt]
+    if (trailing.length === 0 && lastUser === undefined)
+      return yield* new InvalidRequestBody({ message: "messages has no user message", param: "messages" })
+    const record = !recordsNothing(header(requestHeaders, "x-ctxo-record"))
 
-      // What of the client's messages the session does not take: said in headers and the log.
-      const used = !record ? body.messages.length - lastUserAt : trailing.length > 0 ? trailing.length : 1
-      const ignored = body.messages.length - used
-      const reduced = trailing.length > 0 || lastUser === undefined ? 0 : nonTextParts(lastUser.content)
-      const noted: Record<string, string> = {
-        ...(ignored > 0 ? { "x-ctxo-ignored-messages": String(ignored) } : {}),
-        ...(reduced > 0 ? { "x-ctxo-reduced-parts": String(reduced) } : {}),
-        ...(record ? {} : { "x-ctxo-recorded": "false" })
-      }
-      if (ignored > 0)
-        yield* Effect.logWarning(
-          `session ${sessionId}: ${ignored} of ${body.messages.length} messages ignored (session mode takes only the new user message or the tool results; the session's own history is used)`
-        )
-      if (reduced > 0)
-        yield* Effect.logWarning(`session ${sessionId}: ${reduced} non-text content parts reduced to text`)
+    // What of the client's messages the session does not take: said in headers and the log.
+    const used = !record ? body.messages.length - lastUserAt : trailing.length > 0 ? trailing.length : 1
+    const ignored = body.messages.length - used
+    const reduced = trailing.length > 0 || lastUser === undefined ? 0 : nonTextParts(lastUser.content)
+    const noted: Record<string, string> = {
+      ...(ignored > 0 ? { "x-ctxo-ignored-messages": String(ignored) } : {}),
+      ...(reduced > 0 ? { "x-ctxo-reduced-parts": String(reduced) } : {}),
+      ...(record ? {} : { "x-ctxo-recorded": "false" })
+    }
+    if (ignored > 0)
+      yield* Effect.logWarning(
+        `session ${sessionId}: ${ignored} of ${body.messages.length} messages ignored (session mode takes only the new user message or the tool results; the session's own history is used)`
+      )
+    if (reduced > 0)
+      yield* Effect.logWarning(`session ${sessionId}: ${reduced} non-text content parts reduced to text`)
 
-      if (!record) {
-        // What the turn engine would send for this input (as the preview shows it), forwarded;
-        // nothing is recorded. A dry run of a turn: refused like one when the session is not active.
-        const compiled = yield* engine.preview({
-          sessionId,
-          dryRun: true,
-          clientTools: functionToolsOf(body.tools),
-          defaultModel: config.model,
-          model: body.model,
-          format: "openai",
-          input: contentText(lastUser?.content ?? "")
-        })
-        const forward = forwardOf(
-          compiled,
-          body.messages.slice(lastUserAt + 1) as ReadonlyArray<Record<string, unknown>>
-        )
-        const headers = { ...noted, ...compiledHeaders(compiled) }
-        if (body.stream !== true) return json(yield* modelClient.passthrough(forward), headers)
-        out.headers = () => headers
-        yield* modelClient.passthroughEach(forward, (chunk) => offerNow(passedOn(chunk)))
-        return undefined
-      }
-
-      // The client's tools go as it sent them, counted in the compile's budget.
-      const clientTools = functionToolsOf(body.tools)
-      const options = {
+    if (!record) {
+      // What the turn engine would send for this input (as the preview shows it), forwarded;
+      // nothing is recorded. A dry run of a turn: refused like one when the session is not active.
+      const compiled = yield* engine.preview({
+        sessionId,
+        dryRun: true,
+        clientTools: functionToolsOf(body.tools),
         defaultModel: config.model,
-        maxSteps: config.maxSteps,
-        format: "openai" as const,
-        ...(clientTools.length === 0 ? {} : { clientTools })
-      }
-      const runWith = <E>(driver: Driver<E>) =>
-        trailing.length > 0
-          ? engine.continueTurn(
-              {
-                sessionId,
-                model: body.model,
-                results: trailing.map((m) => ({
-                  callId: String(m.tool_call_id),
-                  result: toolResultOf(m.content)
-                }))
-              },
-              driver,
-              options
-            )
-          : engine.turn(
-              {
-                sessionId,
-                input: contentText(lastUser!.content),
-                model: body.model,
-                ...(idempotencyKey ? { idempotencyKey } : {}),
-                ...(node ? { node } : {})
-              },
-              driver,
-              options
-            )
-      // What the last step compiled, for the `x-ctxo-*` headers.
-      let step: { turn: number; compiled: CompileResult } | undefined
-      const headersOf = (turn: number | undefined): Record<string, string> => ({
-        ...noted,
-        ...((turn ?? step?.turn) === undefined ? {} : { "x-ctxo-turn": String(turn ?? step?.turn) }),
-        ...compiledHeaders(step?.compiled)
+        model: body.model,
+        format: "openai",
+        input: contentText(lastUser?.content ?? "")
       })
+      const forward = forwardOf(
+        compiled,
+        body.messages.slice(lastUserAt + 1) as ReadonlyArray<Record<string, unknown>>
+      )
+      const headers = { ...noted, ...compiledHeaders(compiled) }
+      if (body.stream !== true) return json(yield* modelClient.passthrough(forward), headers)
+      out.headers = () => headers
+      yield* modelClient.passthroughEach(forward, (chunk) => offerNow(passedOn(chunk)))
+      return undefined
+    }
 
-      if (body.stream !== true) {
-        let raw: unknown
-        const outcome = yield* runWith<UpstreamError>({
-          model: (compiled, context) =>
-            Effect.map(modelClient.passthrough(forwardOf(compiled)), (answer) => {
-              step = { turn: context.turn, compiled }
-              raw = answer
-              return stepOfCompletion(answer)
-            })
-        })
-        if (outcome._tag === "Answered" && outcome.replayed)
-          return json(replayedCompletion(body.model, outcome.text), headersOf(outcome.turn))
-        return json(raw, headersOf(outcome.turn))
-      }
-      // Streaming: chunks are passed on as they come, while the turn (holding the session's lock)
-      // runs; the answer is recorded when the stream ends whole.
-      let replayedTurn: number | undefined
-      out.headers = () => headersOf(replayedTurn)
+    // The client's tools go as it sent them, counted in the compile's budget.
+    const clientTools = functionToolsOf(body.tools)
+    const options = {
+      defaultModel: config.model,
+      maxSteps: config.maxSteps,
+      format: "openai" as const,
+      ...(clientTools.length === 0 ? {} : { clientTools })
+    }
+    const runWith = <E>(driver: Driver<E>) =>
+      trailing.length > 0
+        ? engine.continueTurn(
+            {
+              sessionId,
+              model: body.model,
+              results: trailing.map((m) => ({
+                callId: String(m.tool_call_id),
+                result: toolResultOf(m.content)
+              }))
+            },
+            driver,
+            options
+          )
+        : engine.turn(
+            {
+              sessionId,
+              input: contentText(lastUser!.content),
+              model: body.model,
+              ...(idempotencyKey ? { idempotencyKey } : {}),
+              ...(node ? { node } : {})
+            },
+            driver,
+            options
+          )
+    // What the last step compiled, for the `x-ctxo-*` headers.
+    let step: { turn: number; compiled: CompileResult } | undefined
+    const headersOf = (turn: number | undefined): Record<string, string> => ({
+      ...noted,
+      ...((turn ?? step?.turn) === undefined ? {} : { "x-ctxo-turn": String(turn ?? step?.turn) }),
+      ...compiledHeaders(step?.compiled)
+    })
+
+    if (body.stream !== true) {
+      let raw: unknown
       const outcome = yield* runWith<UpstreamError>({
         model: (compiled, context) =>
-          Effect.gen(function* () {
+          Effect.map(modelClient.passthrough(forwardOf(compiled)), (answer) => {
             step = { turn: context.turn, compiled }
-            const acc = chunkAccumulator()
-            yield* modelClient.passthroughEach(
+            raw = answer
+            return stepOfCompletion(answer)
+          })
+      })
+      if (outcome._tag === "Answered" && outcome.replayed)
+        return json(replayedCompletion(body.model, outcome.text), headersOf(outcome.turn))
+      return json(raw, headersOf(outcome.turn))
+    }
+    // Streaming: chunks are passed on as they come, while the turn (holding the session's lock)
+    // runs; the answer is recorded when the stream ends whole.
+    let replayedTurn: number | undefined
+    out.headers = () => headersOf(replayedTurn)
+    const outcome = yield* runWith<UpstreamError>({
+      model: (compiled, context) =>
+        Effect.suspend(() => {
+          step = { turn: context.turn, compiled }
+          const acc = chunkAccumulator()
+          return Effect.map(
+            modelClient.passthroughEach(
               { ...forwardOf(compiled), stream_options: { include_usage: true } },
               (chunk) => {
                 acc.add(chunk as Chunk)
                 offerNow(passedOn(chunk))
               }
-            )
-            const { text, toolCalls, usage } = acc.result()
-            return { text, toolCalls, ...(usage === undefined ? {} : { usage }) }
-          })
-      })
-      if (outcome._tag === "Answered" && outcome.replayed) {
-        replayedTurn = outcome.turn
-        offerNow(
-          sse({
-            ...replayedChunk(body.model),
-            choices: [{ index: 0, delta: { role: "assistant", content: outcome.text }, finish_reason: null }]
-          })
-        )
-        offerNow(
-          sse({ ...replayedChunk(body.model), choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })
-        )
-      }
-      return undefined
+            ),
+            () => {
+              const { text, toolCalls, usage } = acc.result()
+              return { text, toolCalls, ...(usage === undefined ? {} : { usage }) }
+            }
+          )
+        })
     })
+    if (outcome._tag === "Answered" && outcome.replayed) {
+      replayedTurn = outcome.turn
+      offerNow(
+        sse({
+          ...replayedChunk(body.model),
+          choices: [{ index: 0, delta: { role: "assistant", content: outcome.text }, finish_reason: null }]
+        })
+      )
+      offerNow(
+        sse({ ...replayedChunk(body.model), choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })
+      )
+    }
+    return undefined
+  }
 
   const json = (answer: unknown, headers: Record<string, string>): Answer => ({
     _tag: "Json",

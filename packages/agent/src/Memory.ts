@@ -160,6 +160,137 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     const store = yield* Store
     const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
+    // Generators made once per service, not per call (see `@ctxo/agent/TurnEngine`'s note: V8 keeps
+    // what a generator function made per call closes over until a full collection).
+    function* documentRead(sessionId: string, key: string) {
+      const history = yield* Effect.serviceOption(HistoryStore)
+      if (Option.isSome(history))
+        return yield* history.value
+          .load(sessionId)
+          .pipe(
+            Effect.mapError((e) =>
+              e._tag === "SessionNotFound" ? e : new HistoryUnreadable({ sessionId, reason: e.message })
+            )
+          )
+      const text = yield* store.readHistory(sessionId)
+      if (text === undefined) return undefined
+      const hit = texts.get(key)
+      if (hit !== undefined && hit.text === text) return hit.doc
+      const doc: HistoryDocument = yield* Effect.mapError(
+        decodeHistoryText(text, `${sessionId}/${HISTORY_FILE}`),
+        (e) => new HistoryUnreadable({ sessionId, reason: e.message })
+      )
+      texts.set(key, { text, doc })
+      return doc
+    }
+    function* sessionTurns(sessionId: string, given: HistoryDocument | undefined) {
+      const key = SessionCache.keyOf(yield* store.scope, sessionId)
+      const doc = given ?? (yield* documentOf(sessionId, key))
+      if (doc === undefined) return [] as ReadonlyArray<Turn>
+      const hit = decoded.get(key)
+      if (hit !== undefined && hit.doc === doc) return hit.turns
+      // Without summaries among them (most histories), the messages are grouped as they are (the
+      // grouping the history keeps as it grows), with no filtered copy of every message each turn.
+      const messages = doc.messages.some((m) => m.meta.kind === "summary")
+        ? doc.messages.filter((m) => m.meta.kind !== "summary")
+        : doc.messages
+      const turns = turnsOf(messages).filter((t) => t.finished)
+      decoded.set(key, { doc, turns })
+      return turns
+    }
+    function* syncing(
+      sessionId: string,
+      given: HistoryDocument | undefined,
+      options: { readonly beforeWrite?: Effect.Effect<void, StoreError> | undefined }
+    ) {
+      const turns = yield* turnsOfSession(sessionId, given)
+      const at = yield* nowIso
+      /** The turns due for L2 against `current` (the others are remembered as not due). */
+      const dueOf = (current: ReadonlyArray<MemoryEntry>) => {
+        const key = current.length === 0 ? noEntries : current
+        let seen = notDue.get(key)
+        if (seen === undefined) {
+          seen = new WeakSet()
+          notDue.set(key, seen)
+        }
+        let known: Set<string> | undefined
+        const due: Array<Turn> = []
+        for (const t of turns) {
+          if (seen.has(t)) continue
+          if (importance(t).score > settings.threshold) {
+            known ??= new Set(current.map((e) => e.id))
+            if (!known.has(l2Id(sessionId, t.turn))) {
+              due.push(t)
+              continue
+            }
+          }
+          seen.add(t)
+        }
+        return due
+      }
+      const promoted = (current: ReadonlyArray<MemoryEntry>) => {
+        const due = dueOf(current)
+        return due.length === 0
+          ? current
+          : [...current, ...due.map((t) => l2EntryOf(sessionId, t, at, false))]
+      }
+      const { beforeWrite } = options
+      if (beforeWrite !== undefined) {
+        // Read and checked first; when a turn is due, written once `beforeWrite` is done.
+        const current = yield* store.readMemory(sessionId)
+        if (dueOf(current).length === 0 || Exit.isFailure(yield* Effect.exit(beforeWrite)))
+          return current.filter((e) => e.level === "L2")
+      }
+      const entries = yield* store.updateMemory(sessionId, promoted)
+      return entries.filter((e) => e.level === "L2")
+    }
+    function* sessionEntries(sessionId: string, level: "L1" | "L2", options: ListOptions) {
+      const now = yield* Clock.currentTimeMillis
+      if (level === "L2") return (yield* sync(sessionId)).map(view(settings, now)).filter(visible(options))
+      const turns = (yield* turnsOfSession(sessionId)).slice(-settings.l1Turns)
+      const overrides = new Map(
+        (yield* store.readMemory(sessionId)).filter((e) => e.level === "L1").map((e) => [e.id, e])
+      )
+      const at = new Date(now).toISOString()
+      return turns
+        .map((t): MemoryView => {
+          const id = l1Id(sessionId, t.turn)
+          const o = overrides.get(id)
+          const { score, reasons } = importance(t)
+          const entry: MemoryEntry = {
+            id,
+            level: "L1",
+            text: turnMemoryText(t, settings.maxText),
+            importance: score,
+            reasons,
+            sources: [{ session: sessionId, turn: t.turn }],
+            createdAt: turnTime(t) ?? at,
+            updatedAt: turnTime(t) ?? at,
+            ...(o?.pinned === true ? { pinned: true } : {}),
+            ...(o?.deletedAt === undefined ? {} : { deletedAt: o.deletedAt })
+          }
+          return view(settings, now)(entry)
+        })
+        .filter(visible(options))
+    }
+    function* sourcesOf(sessionId: string) {
+      const now = yield* Clock.currentTimeMillis
+      const live = (e: MemoryEntry) => e.deletedAt === undefined && !isExpired(e, settings, now)
+      const l2 = (yield* store.readMemory(sessionId)).filter((e) => e.level === "L2" && live(e))
+      const rest = (yield* store.readGlobalMemory).filter((e) => live(e))
+      // L4 holds what L3 held when it was persisted: one item per text, the L3 one while it lives.
+      const l3Texts = new Set(rest.filter((e) => e.level === "L3").map((e) => e.id.slice(3)))
+      return [...l2, ...rest.filter((e) => e.level === "L3" || !l3Texts.has(e.id.slice(3)))].map(
+        (e): MemoryItem => ({
+          id: e.id,
+          level: e.level as MemoryItem["level"],
+          text: e.text,
+          importance: e.importance,
+          sources: e.sources
+        })
+      )
+    }
+
     // A session's finished turns, made once per history document (the history store hands back
     // the same document while the session is unchanged; without one in the context, the store's
     // text is decoded once per text), and each finished turn's importance once while its messages
@@ -189,44 +320,9 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     const texts = store.cache.holder<{ readonly text: string; readonly doc: HistoryDocument }>(
       "memory history"
     )
-    const documentOf = (sessionId: string, key: string) =>
-      Effect.gen(function* () {
-        const history = yield* Effect.serviceOption(HistoryStore)
-        if (Option.isSome(history))
-          return yield* history.value
-            .load(sessionId)
-            .pipe(
-              Effect.mapError((e) =>
-                e._tag === "SessionNotFound" ? e : new HistoryUnreadable({ sessionId, reason: e.message })
-              )
-            )
-        const text = yield* store.readHistory(sessionId)
-        if (text === undefined) return undefined
-        const hit = texts.get(key)
-        if (hit !== undefined && hit.text === text) return hit.doc
-        const doc: HistoryDocument = yield* Effect.mapError(
-          decodeHistoryText(text, `${sessionId}/${HISTORY_FILE}`),
-          (e) => new HistoryUnreadable({ sessionId, reason: e.message })
-        )
-        texts.set(key, { text, doc })
-        return doc
-      })
+    const documentOf = (sessionId: string, key: string) => Effect.gen(() => documentRead(sessionId, key))
     const turnsOfSession = (sessionId: string, given?: HistoryDocument) =>
-      Effect.gen(function* () {
-        const key = SessionCache.keyOf(yield* store.scope, sessionId)
-        const doc = given ?? (yield* documentOf(sessionId, key))
-        if (doc === undefined) return [] as ReadonlyArray<Turn>
-        const hit = decoded.get(key)
-        if (hit !== undefined && hit.doc === doc) return hit.turns
-        // Without summaries among them (most histories), the messages are grouped as they are (the
-        // grouping the history keeps as it grows), with no filtered copy of every message each turn.
-        const messages = doc.messages.some((m) => m.meta.kind === "summary")
-          ? doc.messages.filter((m) => m.meta.kind !== "summary")
-          : doc.messages
-        const turns = turnsOf(messages).filter((t) => t.finished)
-        decoded.set(key, { doc, turns })
-        return turns
-      })
+      Effect.gen(() => sessionTurns(sessionId, given))
 
     const l2EntryOf = (sessionId: string, turn: Turn, at: string, pinned: boolean): MemoryEntry => {
       const { score, reasons } = importance(turn)
@@ -250,79 +346,10 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     const notDue = new WeakMap<object, WeakSet<Turn>>()
     const noEntries = {}
     const sync: Service["sync"] = (sessionId, given, options = {}) =>
-      Effect.gen(function* () {
-        const turns = yield* turnsOfSession(sessionId, given)
-        const at = yield* nowIso
-        /** The turns due for L2 against `current` (the others are remembered as not due). */
-        const dueOf = (current: ReadonlyArray<MemoryEntry>) => {
-          const key = current.length === 0 ? noEntries : current
-          let seen = notDue.get(key)
-          if (seen === undefined) {
-            seen = new WeakSet()
-            notDue.set(key, seen)
-          }
-          let known: Set<string> | undefined
-          const due: Array<Turn> = []
-          for (const t of turns) {
-            if (seen.has(t)) continue
-            if (importance(t).score > settings.threshold) {
-              known ??= new Set(current.map((e) => e.id))
-              if (!known.has(l2Id(sessionId, t.turn))) {
-                due.push(t)
-                continue
-              }
-            }
-            seen.add(t)
-          }
-          return due
-        }
-        const promoted = (current: ReadonlyArray<MemoryEntry>) => {
-          const due = dueOf(current)
-          return due.length === 0
-            ? current
-            : [...current, ...due.map((t) => l2EntryOf(sessionId, t, at, false))]
-        }
-        const { beforeWrite } = options
-        if (beforeWrite !== undefined) {
-          // Read and checked first; when a turn is due, written once `beforeWrite` is done.
-          const current = yield* store.readMemory(sessionId)
-          if (dueOf(current).length === 0 || Exit.isFailure(yield* Effect.exit(beforeWrite)))
-            return current.filter((e) => e.level === "L2")
-        }
-        const entries = yield* store.updateMemory(sessionId, promoted)
-        return entries.filter((e) => e.level === "L2")
-      })
+      Effect.gen(() => syncing(sessionId, given, options))
 
     const session: Service["session"] = (sessionId, level, options = {}) =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        if (level === "L2") return (yield* sync(sessionId)).map(view(settings, now)).filter(visible(options))
-        const turns = (yield* turnsOfSession(sessionId)).slice(-settings.l1Turns)
-        const overrides = new Map(
-          (yield* store.readMemory(sessionId)).filter((e) => e.level === "L1").map((e) => [e.id, e])
-        )
-        const at = new Date(now).toISOString()
-        return turns
-          .map((t): MemoryView => {
-            const id = l1Id(sessionId, t.turn)
-            const o = overrides.get(id)
-            const { score, reasons } = importance(t)
-            const entry: MemoryEntry = {
-              id,
-              level: "L1",
-              text: turnMemoryText(t, settings.maxText),
-              importance: score,
-              reasons,
-              sources: [{ session: sessionId, turn: t.turn }],
-              createdAt: turnTime(t) ?? at,
-              updatedAt: turnTime(t) ?? at,
-              ...(o?.pinned === true ? { pinned: true } : {}),
-              ...(o?.deletedAt === undefined ? {} : { deletedAt: o.deletedAt })
-            }
-            return view(settings, now)(entry)
-          })
-          .filter(visible(options))
-      })
+      Effect.gen(() => sessionEntries(sessionId, level, options))
 
     const global: Service["global"] = (level, options = {}) =>
       Effect.gen(function* () {
@@ -462,24 +489,7 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
         return made
       })
 
-    const sources: Service["sources"] = (sessionId) =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const live = (e: MemoryEntry) => e.deletedAt === undefined && !isExpired(e, settings, now)
-        const l2 = (yield* store.readMemory(sessionId)).filter((e) => e.level === "L2" && live(e))
-        const rest = (yield* store.readGlobalMemory).filter((e) => live(e))
-        // L4 holds what L3 held when it was persisted: one item per text, the L3 one while it lives.
-        const l3Texts = new Set(rest.filter((e) => e.level === "L3").map((e) => e.id.slice(3)))
-        return [...l2, ...rest.filter((e) => e.level === "L3" || !l3Texts.has(e.id.slice(3)))].map(
-          (e): MemoryItem => ({
-            id: e.id,
-            level: e.level as MemoryItem["level"],
-            text: e.text,
-            importance: e.importance,
-            sources: e.sources
-          })
-        )
-      })
+    const sources: Service["sources"] = (sessionId) => Effect.gen(() => sourcesOf(sessionId))
 
     return { settings, session, global, sync, pin, remove, aggregate, persist, sources }
   })

@@ -444,21 +444,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     const manifestOf = (sessionId: string, options: TurnOptions) =>
       options.manifest !== undefined
         ? Effect.succeed(options.manifest)
-        : Effect.gen(function* () {
-            const text = yield* store.read("session", sessionId, MANIFEST_FILE)
-            const file = `${sessionId}/${MANIFEST_FILE}`
-            // Parsed once per text, in the compile cache (the store hands back the same text while
-            // the file is unchanged).
-            const parsed =
-              text === undefined
-                ? noManifest
-                : compileCache.manifest(
-                    CompileCache.fileKey(yield* store.scope, sessionId, MANIFEST_FILE),
-                    text,
-                    file
-                  )
-            return yield* Either.match(parsed, { onLeft: Effect.fail, onRight: Effect.succeed })
-          })
+        : Effect.gen(() => manifestRead(sessionId))
 
     /** Turns run in active sessions only (checked under the session's lock: a pause waits for the turn). */
     const requireActive = (sessionId: string) =>
@@ -470,6 +456,143 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
 
     const compileContext = Context.add(context, CompileCache.CompileCache, compileCache)
     const provide = <A, E>(effect: Effect.Effect<A, E, Needs>) => Effect.provide(effect, compileContext)
+
+    /** `steps`' work (a generator made once: see `manifestRead`); `undo.done` once the input was taken back out. */
+    function* stepping<E, R>(
+      sessionId: string,
+      turn: number,
+      manifest: Manifest,
+      model: ResolvedModel,
+      modelName: string,
+      driver: Driver<E, R>,
+      options: TurnOptions,
+      leave: (doc: HistoryDocument) => void,
+      undoInput: Effect.Effect<void, TurnError> | undefined,
+      started: HistoryDocument | undefined,
+      announce: Effect.Effect<void, TurnError>,
+      undo: { done: boolean }
+    ) {
+      const last = yield* lastCompileOf(sessionId)
+      const emit = options.emit ?? (() => Effect.void)
+      for (let step = 1; step <= options.maxSteps; step++) {
+        const doc = step === 1 && started !== undefined ? started : yield* history.load(sessionId)
+        const compileOptions: CompileOptions = {
+          sessionId,
+          manifest,
+          model: modelName,
+          format: options.format ?? "openai",
+          history: doc,
+          query: "",
+          ...toolsOf(options),
+          ...(yield* memoryOf(sessionId)),
+          ...(last.compileState === undefined ? {} : { previous: last.compileState })
+        }
+        const compiledExit = yield* Effect.exit(provide(compiler.compile(compileOptions)))
+        if (
+          step === 1 &&
+          undoInput !== undefined &&
+          Exit.isFailure(compiledExit) &&
+          !Cause.isInterruptedOnly(compiledExit.cause)
+        ) {
+          undo.done = true
+          // Whole or not at all; a history that cannot be written back is said in the log, and
+          // the turn still fails as its compile did (the input then stays, an unfinished turn
+          // the next input closes).
+          yield* Effect.uninterruptible(undoInput).pipe(
+            Effect.catchAllCause((cause) =>
+              Effect.logWarning(
+                `session ${sessionId}: turn ${turn}'s input, refused by its first compile, could not be taken back out`,
+                cause
+              )
+            )
+          )
+          return yield* Effect.failCause(compiledExit.cause)
+        }
+        if (step === 1) yield* announce
+        const compiled = yield* compiledExit
+        last.compileState = compiled.state
+        if (options.onCompiled) yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
+        const context: StepContext = {
+          turn,
+          step,
+          model,
+          manifest,
+          emit,
+          recompile: (extras) => provide(compiler.compile({ ...compileOptions, ...extras }))
+        }
+        const answer = yield* driver.model(compiled, context)
+        if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
+        if (answer.toolCalls.length === 0) {
+          // The answer is written, and memory's promotion checked while the disk syncs it (an
+          // entry, when the turn is due, written once it is synced): on disk before the turn
+          // says it is done.
+          const ended = yield* deferSync(
+            provide(endTurn(sessionId, turn, answer.text, answer.usage)),
+            (ended, synced, pending) =>
+              Effect.as(
+                Effect.zipRight(
+                  promote(sessionId, ended.doc, pending ? synced : undefined),
+                  onDisk(sessionId, synced)
+                ),
+                ended
+              )
+          )
+          leave(ended.doc)
+          yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
+          return {
+            _tag: "Answered",
+            turn,
+            text: answer.text,
+            steps: step - 1,
+            replayed: false,
+            compiled,
+            ...(answer.usage === undefined ? {} : { usage: answer.usage })
+          } as const
+        }
+        const runTool = driver.runTool
+        for (const [i, call] of answer.toolCalls.entries()) {
+          // A tool step (its call, run and result) is recorded whole or not at all: an
+          // interruption (a client gone, shutdown) waits for it.
+          yield* Effect.uninterruptible(
+            Effect.gen(function* () {
+              yield* provide(
+                recordStep(sessionId, turn, {
+                  ...(i === 0 && answer.text !== "" ? { text: answer.text } : {}),
+                  ...(i === 0 && answer.usage !== undefined ? { usage: answer.usage } : {}),
+                  toolCall: { callId: call.id, name: call.name, input: parseArguments(call.arguments) }
+                })
+              )
+              yield* emit({ type: "tool-call", id: call.id, name: call.name, arguments: call.arguments })
+              if (runTool === undefined) return
+              const result = yield* runTool(call, context)
+              yield* provide(recordToolResult(sessionId, turn, { callId: call.id, name: call.name }, result))
+              yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
+            })
+          )
+        }
+        if (runTool === undefined)
+          return {
+            _tag: "ToolCalls",
+            turn,
+            text: answer.text,
+            toolCalls: answer.toolCalls,
+            compiled,
+            ...(answer.usage === undefined ? {} : { usage: answer.usage })
+          } as const
+      }
+      yield* announce
+      const text = `Stopped after ${options.maxSteps} tool steps.`
+      leave((yield* provide(endTurn(sessionId, turn, text))).doc)
+      yield* emit({ type: "done", turn, text, steps: options.maxSteps })
+      return {
+        _tag: "Answered",
+        turn,
+        text,
+        steps: options.maxSteps,
+        replayed: false,
+        stopped: true
+      } as const
+    }
 
     /** Compile, model, record; tools and again, until an answer, tool calls for the client, or the limit. */
     const steps = <E, R>(
@@ -500,132 +623,23 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     ): Effect.Effect<TurnOutcome, TurnError | E, R> => {
       const { leave, beforeFirstWord = Effect.void, undoInput, started } = around
       return Effect.flatMap(Effect.cached(beforeFirstWord), (announce) => {
-        let undone = false
-        return Effect.gen(function* () {
-          const last = yield* lastCompileOf(sessionId)
-          const emit = options.emit ?? (() => Effect.void)
-          for (let step = 1; step <= options.maxSteps; step++) {
-            const doc = step === 1 && started !== undefined ? started : yield* history.load(sessionId)
-            const compileOptions: CompileOptions = {
-              sessionId,
-              manifest,
-              model: modelName,
-              format: options.format ?? "openai",
-              history: doc,
-              query: "",
-              ...toolsOf(options),
-              ...(yield* memoryOf(sessionId)),
-              ...(last.compileState === undefined ? {} : { previous: last.compileState })
-            }
-            const compiledExit = yield* Effect.exit(provide(compiler.compile(compileOptions)))
-            if (
-              step === 1 &&
-              undoInput !== undefined &&
-              Exit.isFailure(compiledExit) &&
-              !Cause.isInterruptedOnly(compiledExit.cause)
-            ) {
-              undone = true
-              // Whole or not at all; a history that cannot be written back is said in the log, and
-              // the turn still fails as its compile did (the input then stays, an unfinished turn
-              // the next input closes).
-              yield* Effect.uninterruptible(undoInput).pipe(
-                Effect.catchAllCause((cause) =>
-                  Effect.logWarning(
-                    `session ${sessionId}: turn ${turn}'s input, refused by its first compile, could not be taken back out`,
-                    cause
-                  )
-                )
-              )
-              return yield* Effect.failCause(compiledExit.cause)
-            }
-            if (step === 1) yield* announce
-            const compiled = yield* compiledExit
-            last.compileState = compiled.state
-            if (options.onCompiled)
-              yield* options.onCompiled(compiled, { turn, step, options: compileOptions })
-            const context: StepContext = {
-              turn,
-              step,
-              model,
-              manifest,
-              emit,
-              recompile: (extras) => provide(compiler.compile({ ...compileOptions, ...extras }))
-            }
-            const answer = yield* driver.model(compiled, context)
-            if (answer.usage !== undefined) yield* emit({ type: "usage", ...answer.usage })
-            if (answer.toolCalls.length === 0) {
-              // The answer is written, and memory's promotion checked while the disk syncs it (an
-              // entry, when the turn is due, written once it is synced): on disk before the turn
-              // says it is done.
-              const ended = yield* deferSync(
-                provide(endTurn(sessionId, turn, answer.text, answer.usage)),
-                (ended, synced, pending) =>
-                  Effect.as(
-                    Effect.zipRight(
-                      promote(sessionId, ended.doc, pending ? synced : undefined),
-                      onDisk(sessionId, synced)
-                    ),
-                    ended
-                  )
-              )
-              leave(ended.doc)
-              yield* emit({ type: "done", turn, text: answer.text, steps: step - 1 })
-              return {
-                _tag: "Answered",
-                turn,
-                text: answer.text,
-                steps: step - 1,
-                replayed: false,
-                compiled,
-                ...(answer.usage === undefined ? {} : { usage: answer.usage })
-              } as const
-            }
-            const runTool = driver.runTool
-            for (const [i, call] of answer.toolCalls.entries()) {
-              // A tool step (its call, run and result) is recorded whole or not at all: an
-              // interruption (a client gone, shutdown) waits for it.
-              yield* Effect.uninterruptible(
-                Effect.gen(function* () {
-                  yield* provide(
-                    recordStep(sessionId, turn, {
-                      ...(i === 0 && answer.text !== "" ? { text: answer.text } : {}),
-                      ...(i === 0 && answer.usage !== undefined ? { usage: answer.usage } : {}),
-                      toolCall: { callId: call.id, name: call.name, input: parseArguments(call.arguments) }
-                    })
-                  )
-                  yield* emit({ type: "tool-call", id: call.id, name: call.name, arguments: call.arguments })
-                  if (runTool === undefined) return
-                  const result = yield* runTool(call, context)
-                  yield* provide(
-                    recordToolResult(sessionId, turn, { callId: call.id, name: call.name }, result)
-                  )
-                  yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
-                })
-              )
-            }
-            if (runTool === undefined)
-              return {
-                _tag: "ToolCalls",
-                turn,
-                text: answer.text,
-                toolCalls: answer.toolCalls,
-                compiled,
-                ...(answer.usage === undefined ? {} : { usage: answer.usage })
-              } as const
-          }
-          yield* announce
-          const text = `Stopped after ${options.maxSteps} tool steps.`
-          leave((yield* provide(endTurn(sessionId, turn, text))).doc)
-          yield* emit({ type: "done", turn, text, steps: options.maxSteps })
-          return {
-            _tag: "Answered",
+        const undo = { done: false }
+        return Effect.gen(() =>
+          stepping(
+            sessionId,
             turn,
-            text,
-            steps: options.maxSteps,
-            replayed: false,
-            stopped: true
-          } as const
-        }).pipe(Effect.onError(() => (undone ? Effect.void : Effect.ignore(announce))))
+            manifest,
+            model,
+            modelName,
+            driver,
+            options,
+            leave,
+            undoInput,
+            started,
+            announce,
+            undo
+          )
+        ).pipe(Effect.onError(() => (undo.done ? Effect.void : Effect.ignore(announce))))
       })
     }
 
@@ -650,159 +664,215 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       store
         .withSessionLock(
           sessionId,
-          Effect.gen(function* () {
-            const last = yield* lastCompileOf(sessionId)
-            const now = yield* Effect.either(history.load(sessionId))
-            if (Either.isLeft(now) || now.right !== last.seen) last.compileState = undefined
-            let left: HistoryDocument | undefined
-            return yield* Effect.ensuring(
-              effect(now, (doc) => {
-                left = doc
-              }),
-              Effect.suspend(() =>
-                Effect.map(
-                  left === undefined
-                    ? Effect.either(history.load(sessionId))
-                    : Effect.succeed(Either.right(left)),
-                  (doc) => {
-                    last.seen = Either.getOrUndefined(doc)
-                  }
-                )
-              )
-            )
-          })
+          Effect.gen(() => locked(sessionId, effect))
         )
         .pipe(withSpan(span, { attributes: { "ctxo.session": sessionId } }))
 
-    const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>
-      Effect.gen(function* () {
-        const name = request.model ?? manifest.model ?? options.defaultModel
-        return { name, model: yield* registry.resolve(name) }
+    // The generators of a turn's work, made once per engine, not per call: V8 gives a generator
+    // function made per call a hidden class of its own in the old space, which holds the function
+    // and what it closes over (the request, the history) until a full collection, so every turn's
+    // objects outlived the scavenges (README, the hot path's nineteenth round).
+    function* manifestRead(sessionId: string) {
+      const text = yield* store.read("session", sessionId, MANIFEST_FILE)
+      const file = `${sessionId}/${MANIFEST_FILE}`
+      // Parsed once per text, in the compile cache (the store hands back the same text while
+      // the file is unchanged).
+      const parsed =
+        text === undefined
+          ? noManifest
+          : compileCache.manifest(
+              CompileCache.fileKey(yield* store.scope, sessionId, MANIFEST_FILE),
+              text,
+              file
+            )
+      return yield* Either.match(parsed, { onLeft: Effect.fail, onRight: Effect.succeed })
+    }
+    function* resolving(request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) {
+      const name = request.model ?? manifest.model ?? options.defaultModel
+      return { name, model: yield* registry.resolve(name) }
+    }
+    function* locked<A, E, R>(
+      sessionId: string,
+      effect: (
+        loaded: Effect.Effect<HistoryDocument, HistoryError>,
+        leave: (doc: HistoryDocument) => void
+      ) => Effect.Effect<A, E, R>
+    ) {
+      const last = yield* lastCompileOf(sessionId)
+      const now = yield* Effect.either(history.load(sessionId))
+      if (Either.isLeft(now) || now.right !== last.seen) last.compileState = undefined
+      let left: HistoryDocument | undefined
+      return yield* Effect.ensuring(
+        effect(now, (doc) => {
+          left = doc
+        }),
+        Effect.suspend(() =>
+          Effect.map(
+            left === undefined ? Effect.either(history.load(sessionId)) : Effect.succeed(Either.right(left)),
+            (doc) => {
+              last.seen = Either.getOrUndefined(doc)
+            }
+          )
+        )
+      )
+    }
+    function* turning<E, R>(
+      request: TurnRequest,
+      driver: Driver<E, R>,
+      options: TurnOptions,
+      loaded: Effect.Effect<HistoryDocument, HistoryError>,
+      leave: (doc: HistoryDocument) => void
+    ) {
+      const sid = request.sessionId
+      yield* requireActive(sid)
+      const emit = options.emit ?? (() => Effect.void)
+      const manifest = yield* manifestOf(sid, options)
+      const { name: modelName, model } = yield* resolveModel(request, manifest, options)
+      yield* annotateSpan({ "ctxo.model": modelName })
+      const before = yield* loaded
+      const began = {
+        input: request.input,
+        ...(request.idempotencyKey === undefined ? {} : { inputKey: request.idempotencyKey }),
+        ...(request.references === undefined ? {} : { references: request.references }),
+        ...(request.node === undefined ? {} : { node: request.node })
+      }
+      const conflict = keyConflict(before, began)
+      if (conflict !== undefined) return yield* Effect.fail(conflict)
+      // A retry of a turn: the same key, or the same text while the last turn is unfinished.
+      const probe = beginTurn(before, began)
+      if (probe.resumed && probe.finished) {
+        const answer = before.messages.find((m) => m.meta.turn === probe.turn && m.meta.kind === "final")
+        const text = answer === undefined ? "" : textOf(answer)
+        yield* emit({ type: "turn", turn: probe.turn, resumed: true })
+        yield* emit({ type: "done", turn: probe.turn, text, steps: 0 })
+        return { _tag: "Answered", turn: probe.turn, text, steps: 0, replayed: true } as const
+      }
+      // An input that cannot fit with what every compile must carry (the system prompt, the
+      // rules, the pinned turns, which compaction never archives) is refused before anything
+      // is archived or recorded. The required compile that checks it also tells compaction
+      // what the turn's requests carry besides history; when compaction will not run (the
+      // trigger, as the compactor judges it, is not reached), with no references and nothing
+      // pinned, the turn's first compile checks instead: the input is recorded, and taken
+      // out again when that compile fails, before the turn says anything (`undoInput`).
+      const window = options.compaction?.window ?? model.contextWindow
+      const checkedByFirstCompile =
+        !probe.resumed &&
+        // A session with history (a first input is checked apart: nothing of the session is
+        // written for a refused one), and an input not longer in characters than the window
+        // is in tokens (a longer one is most likely refused: checked before it is written).
+        before.messages.length > 0 &&
+        request.input.length <= model.contextWindow &&
+        (request.references === undefined || request.references.length === 0) &&
+        !hasPinned(before) &&
+        // The compactor's own decision, on the same history and usage it is given below.
+        !triggerFor(before, {
+          lastUsage: lastUsageOf(before),
+          input: request.input,
+          window,
+          ...(options.compaction === undefined ? {} : { settings: options.compaction })
+        }).trigger
+      if (!probe.resumed) {
+        const required = checkedByFirstCompile
+          ? undefined
+          : yield* provide(
+              compiler.compile({
+                sessionId: sid,
+                manifest,
+                model: modelName,
+                format: options.format ?? "openai",
+                history: requiredHistoryOf(before),
+                query: request.input,
+                ...toolsOf(options),
+                ...(request.references === undefined ? {} : { references: request.references })
+              })
+            )
+        const counter = yield* tokenizer.counter(model)
+        // History as the turn's requests carry it: in their format, framing included.
+        const countHistory = historyTokens(counter, options.format ?? "openai")
+        const compaction = yield* provide(
+          compactor.compact({
+            sessionId: sid,
+            input: request.input,
+            lastUsage: lastUsageOf(before),
+            model: { id: model.id, contextWindow: window },
+            ...(options.compaction === undefined ? {} : { settings: options.compaction }),
+            count: counter.count,
+            countHistory,
+            // What the turn's requests carry besides the history compaction plans (pinned turns
+            // are history, the plan counts them): the required request without its history (the
+            // system prompt, rules, contexts, the input with its reminder, tools, framing). What
+            // is kept, with the summary's room, stays under the trigger. (Not made when the
+            // trigger is not reached: the compactor reads it only to plan a compaction.)
+            ...(required === undefined ? {} : { fixedTokens: fixedTokensOf(required, countHistory) }),
+            // Read under this lock a moment ago; nothing in this process wrote since.
+            history: before,
+            onEvent: (event) => compactionEvent(event, emit)
+          })
+        )
+        if (compaction.status === "compacted" || compaction.status === "fell-back")
+          yield* Metric.increment(compactionsTotal)
+        if (compaction.status !== "not-needed" && options.onCompaction)
+          yield* options.onCompaction(compaction, before, yield* history.load(sid))
+      }
+      // The input is written, and its first request compiled while the disk syncs it: it is on
+      // disk before the turn says anything (its number, a model call, an error).
+      return yield* deferSync(provide(startTurn(sid, began)), (started, synced, pending) => {
+        const announce = Effect.zipRight(
+          onDisk(sid, synced),
+          Effect.zipRight(
+            emit({ type: "turn", turn: started.turn, resumed: started.resumed }),
+            annotateSpan({ "ctxo.turn": started.turn })
+          )
+        )
+        // Unchecked, the input is taken back out when the first compile fails: history as before.
+        const undoInput =
+          checkedByFirstCompile && !started.resumed
+            ? provide(history.modify(sid, () => Effect.succeed([undefined, before] as const)))
+            : undefined
+        const run = (beforeFirstWord: Effect.Effect<void, TurnError>) =>
+          steps(sid, started.turn, manifest, model, modelName, driver, options, {
+            leave,
+            beforeFirstWord,
+            undoInput,
+            started: started.doc
+          })
+        // Nothing to wait for (a store durable when a change returns): the number at once,
+        // unless the first compile is the input's check.
+        return pending || undoInput !== undefined
+          ? run(announce)
+          : Effect.zipRight(announce, run(Effect.void))
       })
+    }
+    function* previewing(request: PreviewRequest) {
+      if (request.dryRun === true) yield* requireActive(request.sessionId)
+      // The session's last cut when the engine holds one for this history; a preview adds no
+      // state of its own.
+      const held = lastCompiles.get(yield* keyOf(request.sessionId))
+      const doc = yield* history.load(request.sessionId)
+      const previous = held !== undefined && held.seen === doc ? held.compileState : undefined
+      return yield* provide(
+        compiler.compile({
+          sessionId: request.sessionId,
+          history: doc,
+          defaultModel: request.defaultModel,
+          ...(request.model === undefined ? {} : { model: request.model }),
+          ...(request.format === undefined ? {} : { format: request.format }),
+          ...(request.input === undefined ? {} : { query: request.input }),
+          ...(request.references === undefined ? {} : { references: request.references }),
+          ...(request.tools === undefined ? {} : { tools: request.tools }),
+          ...(request.clientTools === undefined ? {} : { clientTools: request.clientTools }),
+          ...(yield* memoryOf(request.sessionId)),
+          ...(previous === undefined ? {} : { previous })
+        })
+      )
+    }
+
+    const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>
+      Effect.gen(() => resolving(request, manifest, options))
 
     const turn: Service["turn"] = (request, driver, options) =>
       underLock("TurnEngine.turn", request.sessionId, (loaded, leave) =>
-        Effect.gen(function* () {
-          const sid = request.sessionId
-          yield* requireActive(sid)
-          const emit = options.emit ?? (() => Effect.void)
-          const manifest = yield* manifestOf(sid, options)
-          const { name: modelName, model } = yield* resolveModel(request, manifest, options)
-          yield* annotateSpan({ "ctxo.model": modelName })
-          const before = yield* loaded
-          const began = {
-            input: request.input,
-            ...(request.idempotencyKey === undefined ? {} : { inputKey: request.idempotencyKey }),
-            ...(request.references === undefined ? {} : { references: request.references }),
-            ...(request.node === undefined ? {} : { node: request.node })
-          }
-          const conflict = keyConflict(before, began)
-          if (conflict !== undefined) return yield* Effect.fail(conflict)
-          // A retry of a turn: the same key, or the same text while the last turn is unfinished.
-          const probe = beginTurn(before, began)
-          if (probe.resumed && probe.finished) {
-            const answer = before.messages.find((m) => m.meta.turn === probe.turn && m.meta.kind === "final")
-            const text = answer === undefined ? "" : textOf(answer)
-            yield* emit({ type: "turn", turn: probe.turn, resumed: true })
-            yield* emit({ type: "done", turn: probe.turn, text, steps: 0 })
-            return { _tag: "Answered", turn: probe.turn, text, steps: 0, replayed: true } as const
-          }
-          // An input that cannot fit with what every compile must carry (the system prompt, the
-          // rules, the pinned turns, which compaction never archives) is refused before anything
-          // is archived or recorded. The required compile that checks it also tells compaction
-          // what the turn's requests carry besides history; when compaction will not run (the
-          // trigger, as the compactor judges it, is not reached), with no references and nothing
-          // pinned, the turn's first compile checks instead: the input is recorded, and taken
-          // out again when that compile fails, before the turn says anything (`undoInput`).
-          const window = options.compaction?.window ?? model.contextWindow
-          const checkedByFirstCompile =
-            !probe.resumed &&
-            // A session with history (a first input is checked apart: nothing of the session is
-            // written for a refused one), and an input not longer in characters than the window
-            // is in tokens (a longer one is most likely refused: checked before it is written).
-            before.messages.length > 0 &&
-            request.input.length <= model.contextWindow &&
-            (request.references === undefined || request.references.length === 0) &&
-            !hasPinned(before) &&
-            // The compactor's own decision, on the same history and usage it is given below.
-            !triggerFor(before, {
-              lastUsage: lastUsageOf(before),
-              input: request.input,
-              window,
-              ...(options.compaction === undefined ? {} : { settings: options.compaction })
-            }).trigger
-          if (!probe.resumed) {
-            const required = checkedByFirstCompile
-              ? undefined
-              : yield* provide(
-                  compiler.compile({
-                    sessionId: sid,
-                    manifest,
-                    model: modelName,
-                    format: options.format ?? "openai",
-                    history: requiredHistoryOf(before),
-                    query: request.input,
-                    ...toolsOf(options),
-                    ...(request.references === undefined ? {} : { references: request.references })
-                  })
-                )
-            const counter = yield* tokenizer.counter(model)
-            // History as the turn's requests carry it: in their format, framing included.
-            const countHistory = historyTokens(counter, options.format ?? "openai")
-            const compaction = yield* provide(
-              compactor.compact({
-                sessionId: sid,
-                input: request.input,
-                lastUsage: lastUsageOf(before),
-                model: { id: model.id, contextWindow: window },
-                ...(options.compaction === undefined ? {} : { settings: options.compaction }),
-                count: counter.count,
-                countHistory,
-                // What the turn's requests carry besides the history compaction plans (pinned turns
-                // are history, the plan counts them): the required request without its history (the
-                // system prompt, rules, contexts, the input with its reminder, tools, framing). What
-                // is kept, with the summary's room, stays under the trigger. (Not made when the
-                // trigger is not reached: the compactor reads it only to plan a compaction.)
-                ...(required === undefined ? {} : { fixedTokens: fixedTokensOf(required, countHistory) }),
-                // Read under this lock a moment ago; nothing in this process wrote since.
-                history: before,
-                onEvent: (event) => compactionEvent(event, emit)
-              })
-            )
-            if (compaction.status === "compacted" || compaction.status === "fell-back")
-              yield* Metric.increment(compactionsTotal)
-            if (compaction.status !== "not-needed" && options.onCompaction)
-              yield* options.onCompaction(compaction, before, yield* history.load(sid))
-          }
-          // The input is written, and its first request compiled while the disk syncs it: it is on
-          // disk before the turn says anything (its number, a model call, an error).
-          return yield* deferSync(provide(startTurn(sid, began)), (started, synced, pending) => {
-            const announce = Effect.zipRight(
-              onDisk(sid, synced),
-              Effect.zipRight(
-                emit({ type: "turn", turn: started.turn, resumed: started.resumed }),
-                annotateSpan({ "ctxo.turn": started.turn })
-              )
-            )
-            // Unchecked, the input is taken back out when the first compile fails: history as before.
-            const undoInput =
-              checkedByFirstCompile && !started.resumed
-                ? provide(history.modify(sid, () => Effect.succeed([undefined, before] as const)))
-                : undefined
-            const run = (beforeFirstWord: Effect.Effect<void, TurnError>) =>
-              steps(sid, started.turn, manifest, model, modelName, driver, options, {
-                leave,
-                beforeFirstWord,
-                undoInput,
-                started: started.doc
-              })
-            // Nothing to wait for (a store durable when a change returns): the number at once,
-            // unless the first compile is the input's check.
-            return pending || undoInput !== undefined
-              ? run(announce)
-              : Effect.zipRight(announce, run(Effect.void))
-          })
-        })
+        Effect.gen(() => turning(request, driver, options, loaded, leave))
       )
 
     const continueTurn: Service["continueTurn"] = (request, driver, options) =>
@@ -845,29 +915,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     const preview: Service["preview"] = (request) =>
       store.withSessionLock(
         request.sessionId,
-        Effect.gen(function* () {
-          if (request.dryRun === true) yield* requireActive(request.sessionId)
-          // The session's last cut when the engine holds one for this history; a preview adds no
-          // state of its own.
-          const held = lastCompiles.get(yield* keyOf(request.sessionId))
-          const doc = yield* history.load(request.sessionId)
-          const previous = held !== undefined && held.seen === doc ? held.compileState : undefined
-          return yield* provide(
-            compiler.compile({
-              sessionId: request.sessionId,
-              history: doc,
-              defaultModel: request.defaultModel,
-              ...(request.model === undefined ? {} : { model: request.model }),
-              ...(request.format === undefined ? {} : { format: request.format }),
-              ...(request.input === undefined ? {} : { query: request.input }),
-              ...(request.references === undefined ? {} : { references: request.references }),
-              ...(request.tools === undefined ? {} : { tools: request.tools }),
-              ...(request.clientTools === undefined ? {} : { clientTools: request.clientTools }),
-              ...(yield* memoryOf(request.sessionId)),
-              ...(previous === undefined ? {} : { previous })
-            })
-          )
-        })
+        Effect.gen(() => previewing(request))
       )
 
     return {

@@ -165,218 +165,218 @@ const orElseFail = <A, E>(either: Either.Either<A, E>) =>
 export const compile = (
   options: CompileOptions
 ): Effect.Effect<CompileResult, CompileError, Workspace | ModelRegistry | Tokenizer> =>
-  Effect.gen(function* () {
-    const ws = yield* Workspace
-    const registry = yield* ModelRegistry
-    const tokenizer = yield* Tokenizer
-    const cache = Option.getOrElse(yield* Effect.serviceOption(CompileCache.CompileCache), CompileCache.make)
-    const sid = options.sessionId
-    const warnings: Array<string> = []
-    const warn = (message: string) => {
-      warnings.push(message)
-    }
+  Effect.gen(() => compiling(options)).pipe(withSpan("Compiler.compile"))
 
-    // 1. resolve sources
-    const sources = yield* resolveSources(ws, cache, options, warn).pipe(withSpan("Compiler.resolveSources"))
-    const { systemPrompt, turns } = sources
-    // The deployment's default shares (the gateway's CTXO_BUDGET_SHARES), the manifest's over them.
-    const defaults = Option.getOrUndefined(yield* Effect.serviceOption(CompileDefaults))
-    const manifest =
-      defaults?.shares === undefined
-        ? sources.manifest
-        : {
-            ...sources.manifest,
-            budget: {
-              ...sources.manifest.budget,
-              shares: { ...defaults.shares, ...sources.manifest.budget.shares }
-            }
+function* compiling(options: CompileOptions) {
+  const ws = yield* Workspace
+  const registry = yield* ModelRegistry
+  const tokenizer = yield* Tokenizer
+  const cache = Option.getOrElse(yield* Effect.serviceOption(CompileCache.CompileCache), CompileCache.make)
+  const sid = options.sessionId
+  const warnings: Array<string> = []
+  const warn = (message: string) => {
+    warnings.push(message)
+  }
+
+  // 1. resolve sources
+  const sources = yield* resolveSources(ws, cache, options, warn).pipe(withSpan("Compiler.resolveSources"))
+  const { systemPrompt, turns } = sources
+  // The deployment's default shares (the gateway's CTXO_BUDGET_SHARES), the manifest's over them.
+  const defaults = Option.getOrUndefined(yield* Effect.serviceOption(CompileDefaults))
+  const manifest =
+    defaults?.shares === undefined
+      ? sources.manifest
+      : {
+          ...sources.manifest,
+          budget: {
+            ...sources.manifest.budget,
+            shares: { ...defaults.shares, ...sources.manifest.budget.shares }
           }
+        }
 
-    // 2. merge references: the new input, or the running turn's input and full observations
-    const query = options.query ?? manifest.query ?? ""
-    const input = yield* mergeReferences({
-      workspace: ws,
-      cache,
-      sessionId: sid,
-      text: query,
-      references:
-        options.query === undefined
-          ? [...manifest.references, ...(options.references ?? [])]
-          : (options.references ?? []),
-      warn
-    }).pipe(withSpan("Compiler.mergeReferences"))
-    const last = turns.at(-1)
-    const runningTurn = input === "" && last !== undefined && !last.finished ? last : undefined
-    const historyFile = manifest.chatHistory.source
-    const running: RunningTurn | undefined =
-      runningTurn === undefined
-        ? undefined
-        : yield* prepareRunningTurn({
-            workspace: ws,
-            cache,
-            sessionId: sid,
-            turn: runningTurn,
-            historyFile,
-            warn
-          })
-    const history = runningTurn === undefined ? turns : turns.filter((t) => t !== runningTurn)
+  // 2. merge references: the new input, or the running turn's input and full observations
+  const query = options.query ?? manifest.query ?? ""
+  const input = yield* mergeReferences({
+    workspace: ws,
+    cache,
+    sessionId: sid,
+    text: query,
+    references:
+      options.query === undefined
+        ? [...manifest.references, ...(options.references ?? [])]
+        : (options.references ?? []),
+    warn
+  }).pipe(withSpan("Compiler.mergeReferences"))
+  const last = turns.at(-1)
+  const runningTurn = input === "" && last !== undefined && !last.finished ? last : undefined
+  const historyFile = manifest.chatHistory.source
+  const running: RunningTurn | undefined =
+    runningTurn === undefined
+      ? undefined
+      : yield* prepareRunningTurn({
+          workspace: ws,
+          cache,
+          sessionId: sid,
+          turn: runningTurn,
+          historyFile,
+          warn
+        })
+  const history = runningTurn === undefined ? turns : turns.filter((t) => t !== runningTurn)
 
-    // model and budget
-    const model = yield* registry.resolve(
-      options.model ?? manifest.model ?? options.defaultModel ?? DEFAULT_MODEL
-    )
-    if (model.fallback !== undefined) warnings.push(model.fallback)
-    const counter = yield* tokenizer.counter(model)
-    const format = options.format ?? (model.provider === "anthropic" ? "anthropic" : "openai")
-    const counting = makeCounting(counter, cache)
-    for (const id of Object.keys(manifest.budget.shares ?? {}))
-      if (!Object.hasOwn(DEFAULT_SHARES, id))
-        warnings.push(
-          `budget.shares: "${id}" is not a source; the sources are ${Object.keys(DEFAULT_SHARES).join(", ")}`
-        )
-    const formatter = makeFormatter({ manifest, systemPrompt, input, format })
-    const rank = options.rank ?? cache.rank
-    const runningInput = runningTurn?.messages.find((m) => m.role === "user")
-    const askedFor = input !== "" ? input : runningInput === undefined ? "" : textOf(runningInput)
-    const { available } = availableInput({
-      window: model.contextWindow,
-      maxInput: model.maxInput,
-      margin: counter.margin,
-      ...(manifest.budget.outputReserve === undefined
-        ? {}
-        : { outputReserve: manifest.budget.outputReserve }),
-      ...(manifest.budget.outputReserveRatio === undefined
-        ? {}
-        : { outputReserveRatio: manifest.budget.outputReserveRatio })
-    })
-    const units = yield* sources
-      .collect({
-        query: askedFor,
-        counter,
-        rank,
-        budgetOf: (source) =>
-          Math.floor((manifest.budget.shares?.[source] ?? DEFAULT_SHARES[source] ?? 0) * available)
-      })
-      .pipe(withSpan("Compiler.collect"))
-
-    // The tools source: the client's, and the offered ones the input wants.
-    const toolChoice = selectTools({
-      offered: options.tools ?? [],
-      client: options.clientTools ?? [],
-      load: manifest.tools.load,
-      ...(manifest.tools.alwaysOn === undefined ? {} : { alwaysOn: manifest.tools.alwaysOn }),
-      input: askedFor,
-      used: new Set((runningTurn?.messages ?? []).flatMap((m) => toolCallsOf(m).map((c) => c.name))),
-      rank
-    })
-    const toolUnits = toolChoice.wanted.map((c) => counting.tool(c.spec, c.required))
-
-    // 3. select blocks: with the running turn's observations full, then, while the required layers
-    // do not fit, with its older observations compressed, then as placeholders (oldest first; the
-    // newest stays whole): the fewest steps of that fallback that fit.
-    const rules = processRules(manifest.process)
-    const selectWith = (v: number) =>
-      selectBlocks({
-        model,
-        counter,
-        counting,
-        formatter,
-        manifest,
-        systemPrompt,
-        input,
-        // Every property always there (undefined when not given): one shape of options for every
-        // compile, so the optimized code of the selection is not thrown away by the first compile
-        // of a session (no previous state) or of a running turn.
-        running: running === undefined ? undefined : running.variant(v),
-        units,
-        tools: toolUnits,
-        history: {
-          turns: history,
-          notOffered: sources.notOffered,
-          summaries: sources.view.summaries,
-          archivedTurns: sources.archivedTurns,
-          file: historyFile,
-          shown: rules.showsHistory,
-          summariesShown: rules.shares
-        },
-        previous: options.previous,
-        recall: { query: askedFor, rank }
-      })
-    // Measured as its own stage (pure code: the span starts before it and ends after it).
-    const endSelect = yield* startSpan("Compiler.selectBlocks")
-    let v = 0
-    let selection: Either.Either<Selection, BudgetExceeded> = selectWith(v)
-    if (Either.isLeft(selection) && running !== undefined && running.variants > 0) {
-      // The fewest fallback steps that fit (more steps, fewer tokens): a binary search.
-      let lo = 1
-      let hi = running.variants
-      let found: Either.Either<Selection, BudgetExceeded> | undefined
-      while (lo <= hi) {
-        const mid = (lo + hi) >> 1
-        const attempt = selectWith(mid)
-        if (Either.isRight(attempt)) {
-          found = attempt
-          v = mid
-          hi = mid - 1
-        } else lo = mid + 1
-      }
-      if (found !== undefined) selection = found
-    }
-    yield* endSelect
-    const selected = yield* orElseFail(selection)
-    const { historyStartTurn, reducedTurns, leftOutTurns } = selected
-    // The offered tools the input does not want, in the ledger with why.
-    const fitted =
-      toolChoice.notWanted.length === 0
-        ? selected.fitted
-        : {
-            ...selected.fitted,
-            report: {
-              ...selected.fitted.report,
-              units: [
-                ...selected.fitted.report.units,
-                ...toolChoice.notWanted.map((c) =>
-                  ledgerRow(counting.tool(c.spec, false), "dropped", counter.method, c.reason)
-                )
-              ]
-            }
-          }
-    if (v > 0 && running !== undefined) warnings.push(running.describe(v))
-    if (leftOutTurns.length > 0)
+  // model and budget
+  const model = yield* registry.resolve(
+    options.model ?? manifest.model ?? options.defaultModel ?? DEFAULT_MODEL
+  )
+  if (model.fallback !== undefined) warnings.push(model.fallback)
+  const counter = yield* tokenizer.counter(model)
+  const format = options.format ?? (model.provider === "anthropic" ? "anthropic" : "openai")
+  const counting = makeCounting(counter, cache)
+  for (const id of Object.keys(manifest.budget.shares ?? {}))
+    if (!Object.hasOwn(DEFAULT_SHARES, id))
       warnings.push(
-        `history: ${turnSpans(leftOutTurns)} left out with no summary shown for them (they do not fit even reduced); the request's note names them`
+        `budget.shares: "${id}" is not a source; the sources are ${Object.keys(DEFAULT_SHARES).join(", ")}`
       )
-    else if (reducedTurns.length > 0)
-      warnings.push(
-        `history: ${turnSpans(reducedTurns)} shown reduced (tool results as placeholders) to fit the budget`
-      )
+  const formatter = makeFormatter({ manifest, systemPrompt, input, format })
+  const rank = options.rank ?? cache.rank
+  const runningInput = runningTurn?.messages.find((m) => m.role === "user")
+  const askedFor = input !== "" ? input : runningInput === undefined ? "" : textOf(runningInput)
+  const { available } = availableInput({
+    window: model.contextWindow,
+    maxInput: model.maxInput,
+    margin: counter.margin,
+    ...(manifest.budget.outputReserve === undefined ? {} : { outputReserve: manifest.budget.outputReserve }),
+    ...(manifest.budget.outputReserveRatio === undefined
+      ? {}
+      : { outputReserveRatio: manifest.budget.outputReserveRatio })
+  })
+  const units = yield* sources
+    .collect({
+      query: askedFor,
+      counter,
+      rank,
+      budgetOf: (source) =>
+        Math.floor((manifest.budget.shares?.[source] ?? DEFAULT_SHARES[source] ?? 0) * available)
+    })
+    .pipe(withSpan("Compiler.collect"))
 
-    // 4. format
-    const endFormat = yield* startSpan("Compiler.format")
-    const composition = yield* orElseFail(formatter.compose(fitted.included))
-    const rendered = formatter.render(composition)
-    yield* endFormat
+  // The tools source: the client's, and the offered ones the input wants.
+  const toolChoice = selectTools({
+    offered: options.tools ?? [],
+    client: options.clientTools ?? [],
+    load: manifest.tools.load,
+    ...(manifest.tools.alwaysOn === undefined ? {} : { alwaysOn: manifest.tools.alwaysOn }),
+    input: askedFor,
+    used: new Set((runningTurn?.messages ?? []).flatMap((m) => toolCallsOf(m).map((c) => c.name))),
+    rank
+  })
+  const toolUnits = toolChoice.wanted.map((c) => counting.tool(c.spec, c.required))
 
-    // 5. emit
-    const endEmit = yield* startSpan("Compiler.emit")
-    const result = emit({
-      cache,
-      model: model.id,
+  // 3. select blocks: with the running turn's observations full, then, while the required layers
+  // do not fit, with its older observations compressed, then as placeholders (oldest first; the
+  // newest stays whole): the fewest steps of that fallback that fit.
+  const rules = processRules(manifest.process)
+  const selectWith = (v: number) =>
+    selectBlocks({
+      model,
       counter,
       counting,
-      composition,
-      rendered,
-      fitted,
-      historyStartTurn,
-      warnings,
-      ...(options.previous === undefined ? {} : { previous: options.previous })
+      formatter,
+      manifest,
+      systemPrompt,
+      input,
+      // Every property always there (undefined when not given): one shape of options for every
+      // compile, so the optimized code of the selection is not thrown away by the first compile
+      // of a session (no previous state) or of a running turn.
+      running: running === undefined ? undefined : running.variant(v),
+      units,
+      tools: toolUnits,
+      history: {
+        turns: history,
+        notOffered: sources.notOffered,
+        summaries: sources.view.summaries,
+        archivedTurns: sources.archivedTurns,
+        file: historyFile,
+        shown: rules.showsHistory,
+        summariesShown: rules.shares
+      },
+      previous: options.previous,
+      recall: { query: askedFor, rank }
     })
-    yield* endEmit
-    yield* annotateSpan({
-      "ctxo.session": sid,
-      "ctxo.model": model.id,
-      "ctxo.tokens.used": result.report.total ?? 0,
-      "ctxo.tokens.available": available
-    })
-    return result
-  }).pipe(withSpan("Compiler.compile"))
+  // Measured as its own stage (pure code: the span starts before it and ends after it).
+  const endSelect = yield* startSpan("Compiler.selectBlocks")
+  let v = 0
+  let selection: Either.Either<Selection, BudgetExceeded> = selectWith(v)
+  if (Either.isLeft(selection) && running !== undefined && running.variants > 0) {
+    // The fewest fallback steps that fit (more steps, fewer tokens): a binary search.
+    let lo = 1
+    let hi = running.variants
+    let found: Either.Either<Selection, BudgetExceeded> | undefined
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1
+      const attempt = selectWith(mid)
+      if (Either.isRight(attempt)) {
+        found = attempt
+        v = mid
+        hi = mid - 1
+      } else lo = mid + 1
+    }
+    if (found !== undefined) selection = found
+  }
+  yield* endSelect
+  const selected = yield* orElseFail(selection)
+  const { historyStartTurn, reducedTurns, leftOutTurns } = selected
+  // The offered tools the input does not want, in the ledger with why.
+  const fitted =
+    toolChoice.notWanted.length === 0
+      ? selected.fitted
+      : {
+          ...selected.fitted,
+          report: {
+            ...selected.fitted.report,
+            units: [
+              ...selected.fitted.report.units,
+              ...toolChoice.notWanted.map((c) =>
+                ledgerRow(counting.tool(c.spec, false), "dropped", counter.method, c.reason)
+              )
+            ]
+          }
+        }
+  if (v > 0 && running !== undefined) warnings.push(running.describe(v))
+  if (leftOutTurns.length > 0)
+    warnings.push(
+      `history: ${turnSpans(leftOutTurns)} left out with no summary shown for them (they do not fit even reduced); the request's note names them`
+    )
+  else if (reducedTurns.length > 0)
+    warnings.push(
+      `history: ${turnSpans(reducedTurns)} shown reduced (tool results as placeholders) to fit the budget`
+    )
+
+  // 4. format
+  const endFormat = yield* startSpan("Compiler.format")
+  const composition = yield* orElseFail(formatter.compose(fitted.included))
+  const rendered = formatter.render(composition)
+  yield* endFormat
+
+  // 5. emit
+  const endEmit = yield* startSpan("Compiler.emit")
+  const result = emit({
+    cache,
+    model: model.id,
+    counter,
+    counting,
+    composition,
+    rendered,
+    fitted,
+    historyStartTurn,
+    warnings,
+    ...(options.previous === undefined ? {} : { previous: options.previous })
+  })
+  yield* endEmit
+  yield* annotateSpan({
+    "ctxo.session": sid,
+    "ctxo.model": model.id,
+    "ctxo.tokens.used": result.report.total ?? 0,
+    "ctxo.tokens.available": available
+  })
+  return result
+}

@@ -72,8 +72,8 @@ export interface CollectContext extends CollectRequest {
   readonly knowledgeIndex?: KnowledgeIndex["Type"]
   /** Memories the caller holds for this session (none: no memory source). */
   readonly memory: ReadonlyArray<MemoryItem>
-  /** Turns of this session still in the history's view (a memory of one of them is not needed). */
-  readonly liveTurns: ReadonlySet<number>
+  /** Whether the turn of this session is still in the history's view (a memory of one is not needed). */
+  readonly isLiveTurn: (turn: number) => boolean
   readonly manifest: Manifest
   /** The session's whole history (the conversation about a thinking-map node is its turns that name it). */
   readonly history: HistoryDocument
@@ -130,39 +130,36 @@ const fromEither = <A, E>(either: Either.Either<A, E>) =>
 /** Session-level system prompt files (`systemPrompt[]` of type `session`). */
 export const sessionPromptSource: ContextSource = {
   id: "session-prompt",
-  collect: (c) =>
-    Effect.gen(function* () {
-      const texts: Array<string> = []
-      for (const s of c.manifest.systemPrompt)
-        if (s.type === "session") texts.push((yield* c.read("session", s.file)).trim())
-      return texts.length === 0
-        ? []
-        : [{ key: "session_prompt__context", id: "session-prompt", text: texts.join("\n\n") }]
-    })
+  collect: Effect.fnUntraced(function* (c: CollectContext) {
+    const texts: Array<string> = []
+    for (const s of c.manifest.systemPrompt)
+      if (s.type === "session") texts.push((yield* c.read("session", s.file)).trim())
+    return texts.length === 0
+      ? []
+      : [{ key: "session_prompt__context", id: "session-prompt", text: texts.join("\n\n") }]
+  })
 }
 
 /** `CODE_LAW.md` (any case) at the session root, as rules (seed 002 C5). */
 export const rulesSource: ContextSource = {
   id: "rules",
-  collect: (c) =>
-    Effect.gen(function* () {
-      const file = findRulesFile(c.sessionFiles)
-      if (file === undefined) return []
-      const text = (yield* c.read("session", file)).trim()
-      return text === "" ? [] : [{ key: "rules__context", id: file, ref: file, text }]
-    })
+  collect: Effect.fnUntraced(function* (c: CollectContext) {
+    const file = findRulesFile(c.sessionFiles)
+    if (file === undefined) return []
+    const text = (yield* c.read("session", file)).trim()
+    return text === "" ? [] : [{ key: "rules__context", id: file, ref: file, text }]
+  })
 }
 
 /** The todo recap: the manifest's todo file, else `milestones.md` when the session has one. */
 export const todoSource: ContextSource = {
   id: "todo",
-  collect: (c) =>
-    Effect.gen(function* () {
-      const file = c.manifest.todo ?? (c.sessionFiles.includes("milestones.md") ? "milestones.md" : undefined)
-      if (file === undefined) return []
-      const recap = todoRecap(yield* c.read("session", file), file)
-      return recap === undefined ? [] : [{ key: "todo__context", id: file, ref: file, text: recap }]
-    })
+  collect: Effect.fnUntraced(function* (c: CollectContext) {
+    const file = c.manifest.todo ?? (c.sessionFiles.includes("milestones.md") ? "milestones.md" : undefined)
+    if (file === undefined) return []
+    const recap = todoRecap(yield* c.read("session", file), file)
+    return recap === undefined ? [] : [{ key: "todo__context", id: file, ref: file, text: recap }]
+  })
 }
 
 /**
@@ -189,60 +186,53 @@ const runningNode = (history: HistoryDocument): string | undefined => {
 
 export const treeSource: ContextSource = {
   id: "tree",
-  collect: (c) =>
-    Effect.gen(function* () {
-      const format = (info: ContextInfo) =>
-        formatContext(info, { budget: c.budgetOf(MAP_SHARE), count: (text) => c.counter.count(text) }).text
-      if (c.nodeContext !== undefined) {
-        const id = c.nodeContext.node.id
-        return [{ key: "tree__context", id: `node:${id}`, ref: `node ${id}`, text: format(c.nodeContext) }]
+  collect: Effect.fnUntraced(function* (c: CollectContext) {
+    const format = (info: ContextInfo) =>
+      formatContext(info, { budget: c.budgetOf(MAP_SHARE), count: (text) => c.counter.count(text) }).text
+    if (c.nodeContext !== undefined) {
+      const id = c.nodeContext.node.id
+      return [{ key: "tree__context", id: `node:${id}`, ref: `node ${id}`, text: format(c.nodeContext) }]
+    }
+    // The manifest's node; else the node the running turn's input names (a chat sent with `node`)
+    // when the session has a map: a turn about a node sees that node's context.
+    const named = c.manifest.tree === undefined ? runningNode(c.history) : undefined
+    const tree =
+      c.manifest.tree ??
+      (named !== undefined && c.sessionFiles.includes(MAP_FILE) ? { file: MAP_FILE, node: named } : undefined)
+    if (tree === undefined) return []
+    const ref = `${tree.file}#${tree.node}`
+    const invalid = (e: { readonly message: string }) =>
+      new UnresolvedReference({ ref, kind: "invalid", reason: e.message })
+    const map = yield* fromEither(
+      Either.mapLeft(parseMap(yield* c.read("session", tree.file), tree.file), invalid)
+    )
+    const info = contextInfo({ map, nodeId: tree.node, history: c.history, file: tree.file })
+    if (Either.isLeft(info) && c.manifest.tree === undefined) {
+      // A chat naming a node the map does not have still runs, without a node context.
+      c.warn(`node ${tree.node} of the turn's input: ${info.left.message}; no tree__context`)
+      return []
+    }
+    return [
+      {
+        key: "tree__context",
+        id: ref,
+        ref: tree.file,
+        text: format(yield* fromEither(Either.mapLeft(info, invalid)))
       }
-      // The manifest's node; else the node the running turn's input names (a chat sent with `node`)
-      // when the session has a map: a turn about a node sees that node's context.
-      const named = c.manifest.tree === undefined ? runningNode(c.history) : undefined
-      const tree =
-        c.manifest.tree ??
-        (named !== undefined && c.sessionFiles.includes(MAP_FILE)
-          ? { file: MAP_FILE, node: named }
-          : undefined)
-      if (tree === undefined) return []
-      const ref = `${tree.file}#${tree.node}`
-      const invalid = (e: { readonly message: string }) =>
-        new UnresolvedReference({ ref, kind: "invalid", reason: e.message })
-      const map = yield* fromEither(
-        Either.mapLeft(parseMap(yield* c.read("session", tree.file), tree.file), invalid)
-      )
-      const info = contextInfo({ map, nodeId: tree.node, history: c.history, file: tree.file })
-      if (Either.isLeft(info) && c.manifest.tree === undefined) {
-        // A chat naming a node the map does not have still runs, without a node context.
-        c.warn(`node ${tree.node} of the turn's input: ${info.left.message}; no tree__context`)
-        return []
-      }
-      return [
-        {
-          key: "tree__context",
-          id: ref,
-          ref: tree.file,
-          text: format(yield* fromEither(Either.mapLeft(info, invalid)))
-        }
-      ]
-    })
+    ]
+  })
 }
 
 /** Selected blocks of the profile (`profileBlocks`: heading paths or short ids like `^b3`). */
 export const profileSource: ContextSource = {
   id: "profile",
-  collect: (c) =>
-    c.manifest.profileBlocks.length === 0
-      ? Effect.succeed([])
-      : Effect.gen(function* () {
-          const profile = yield* c.read("global", c.manifest.profile)
-          const sidecar = yield* c.readSidecar("global", c.manifest.profile)
-          return yield* fromEither(
-            c.profileBlocks(c.manifest.profile, profile, c.manifest.profileBlocks, sidecar)
-          )
-        })
+  collect: (c) => (c.manifest.profileBlocks.length === 0 ? Effect.succeed([]) : profileUnits(c))
 }
+const profileUnits = Effect.fnUntraced(function* (c: CollectContext) {
+  const profile = yield* c.read("global", c.manifest.profile)
+  const sidecar = yield* c.readSidecar("global", c.manifest.profile)
+  return yield* fromEither(c.profileBlocks(c.manifest.profile, profile, c.manifest.profileBlocks, sidecar))
+})
 
 /**
  * Units most relevant to the query first (by score), then the rest in their given order: a budget
@@ -279,28 +269,27 @@ const inRankOrder = (
  */
 export const knowledgeSource: ContextSource = {
   id: "knowledge",
-  collect: (c) =>
-    Effect.gen(function* () {
-      const units: Array<ContextUnit> = []
-      const files: Array<{ path: string; content: string; units: ReadonlyArray<ContextUnit> }> = []
-      for (const entry of c.manifest.knowledge) {
-        const paths = isGlob(entry.path) ? c.sessionFiles.filter(globMatcher(entry.path)) : [entry.path]
-        if (paths.length === 0) c.warn(`knowledge ${entry.path}: no file matches`)
-        const texts = yield* c.readMany("session", paths)
-        for (const [i, path] of paths.entries()) {
-          // Only a named block needs the sidecar (a short id, or an old name of a renamed heading).
-          const sidecar = entry.block === undefined ? undefined : yield* c.readSidecar("session", path)
-          const fileUnits = yield* fromEither(c.knowledgeUnits(path, texts[i]!, entry.block, sidecar))
-          units.push(...fileUnits)
-          // The index holds whole files; a file named for one block is ranked like the rest.
-          if (entry.block === undefined) files.push({ path, content: texts[i]!, units: fileUnits })
-        }
+  collect: Effect.fnUntraced(function* (c: CollectContext) {
+    const units: Array<ContextUnit> = []
+    const files: Array<{ path: string; content: string; units: ReadonlyArray<ContextUnit> }> = []
+    for (const entry of c.manifest.knowledge) {
+      const paths = isGlob(entry.path) ? c.sessionFiles.filter(globMatcher(entry.path)) : [entry.path]
+      if (paths.length === 0) c.warn(`knowledge ${entry.path}: no file matches`)
+      const texts = yield* c.readMany("session", paths)
+      for (const [i, path] of paths.entries()) {
+        // Only a named block needs the sidecar (a short id, or an old name of a renamed heading).
+        const sidecar = entry.block === undefined ? undefined : yield* c.readSidecar("session", path)
+        const fileUnits = yield* fromEither(c.knowledgeUnits(path, texts[i]!, entry.block, sidecar))
+        units.push(...fileUnits)
+        // The index holds whole files; a file named for one block is ranked like the rest.
+        if (entry.block === undefined) files.push({ path, content: texts[i]!, units: fileUnits })
       }
-      if (c.knowledgeIndex === undefined || c.query.trim() === "" || units.length < 2 || files.length === 0)
-        return byRelevance(c, units)
-      const ranked = yield* c.knowledgeIndex.rank({ sessionId: c.sessionId, query: c.query, files })
-      return inRankOrder(units, ranked)
-    })
+    }
+    if (c.knowledgeIndex === undefined || c.query.trim() === "" || units.length < 2 || files.length === 0)
+      return byRelevance(c, units)
+    const ranked = yield* c.knowledgeIndex.rank({ sessionId: c.sessionId, query: c.query, files })
+    return inRankOrder(units, ranked)
+  })
 }
 
 /** The persisted compression summaries (`compression__context`), one unit each. */
@@ -326,7 +315,7 @@ export const memorySource: ContextSource = {
     if (c.memory.length === 0 || c.query.trim() === "") return Effect.succeed([])
     const needed = c.memory.filter(
       (m) =>
-        !m.sources.every((s) => s.session === c.sessionId && s.turn !== undefined && c.liveTurns.has(s.turn))
+        !m.sources.every((s) => s.session === c.sessionId && s.turn !== undefined && c.isLiveTurn(s.turn))
     )
     const byId = new Map(needed.map((m) => [m.id, m]))
     const ranked = c.rank(
@@ -357,20 +346,19 @@ export const memorySource: ContextSource = {
 /** Extra contexts named in the manifest's `sources`: inline text or a session file. */
 export const extraSource: ContextSource = {
   id: "extra",
-  collect: (c) =>
-    Effect.gen(function* () {
-      const units: Array<ContextUnit> = []
-      for (const [key, value] of Object.entries(c.manifest.sources)) {
-        const text = typeof value === "string" ? value : yield* c.read("session", value.file)
-        units.push({
-          key,
-          id: key,
-          ...(typeof value === "string" ? {} : { ref: value.file }),
-          text: text.trim()
-        })
-      }
-      return units
-    })
+  collect: Effect.fnUntraced(function* (c: CollectContext) {
+    const units: Array<ContextUnit> = []
+    for (const [key, value] of Object.entries(c.manifest.sources)) {
+      const text = typeof value === "string" ? value : yield* c.read("session", value.file)
+      units.push({
+        key,
+        id: key,
+        ...(typeof value === "string" ? {} : { ref: value.file }),
+        text: text.trim()
+      })
+    }
+    return units
+  })
 }
 
 /** A skill's name as the input may call it: `/name`, `$name`, or the name as a word. */
@@ -391,46 +379,45 @@ export const RELEVANT_SKILLS = 3
  */
 export const skillsSource: ContextSource = {
   id: "skills",
-  collect: (c) =>
-    Effect.gen(function* () {
-      const { folder, activate, always } = c.manifest.skills
-      const prefix = `${folder.replace(/\/+$/, "")}/`
-      const files = c.sessionFiles.filter(
-        (f) => f.startsWith(prefix) && /\.md$/i.test(f) && !f.slice(prefix.length).includes("/")
+  collect: Effect.fnUntraced(function* (c: CollectContext) {
+    const { folder, activate, always } = c.manifest.skills
+    const prefix = `${folder.replace(/\/+$/, "")}/`
+    const files = c.sessionFiles.filter(
+      (f) => f.startsWith(prefix) && /\.md$/i.test(f) && !f.slice(prefix.length).includes("/")
+    )
+    if (files.length === 0 || (activate === "none" && always.length === 0)) return []
+    const texts = yield* c.readMany("session", files)
+    const skills = files.map((file, i) => ({
+      name: file.slice(prefix.length).replace(/\.md$/i, ""),
+      file,
+      text: texts[i]!.trim()
+    }))
+    const wanted: Array<{ readonly skill: (typeof skills)[number]; readonly why: string }> = []
+    const take = (skill: (typeof skills)[number], why: string) => {
+      if (!wanted.some((w) => w.skill === skill)) wanted.push({ skill, why })
+    }
+    for (const s of skills) if (always.includes(s.name)) take(s, "always on")
+    if (activate === "all") for (const s of skills) take(s, "skills.activate is all")
+    if (activate === "on-demand" && c.query.trim() !== "") {
+      for (const s of skills) if (callsSkill(c.query, s.name)) take(s, "called by name")
+      const ranked = c.rank(
+        c.query,
+        skills.map((s) => ({ id: s.name, text: `${s.name.replace(/[-_]+/g, " ")}\n${s.text}` }))
       )
-      if (files.length === 0 || (activate === "none" && always.length === 0)) return []
-      const texts = yield* c.readMany("session", files)
-      const skills = files.map((file, i) => ({
-        name: file.slice(prefix.length).replace(/\.md$/i, ""),
-        file,
-        text: texts[i]!.trim()
-      }))
-      const wanted: Array<{ readonly skill: (typeof skills)[number]; readonly why: string }> = []
-      const take = (skill: (typeof skills)[number], why: string) => {
-        if (!wanted.some((w) => w.skill === skill)) wanted.push({ skill, why })
+      for (const r of ranked.slice(0, RELEVANT_SKILLS)) {
+        const s = skills.find((k) => k.name === r.id)
+        if (s !== undefined) take(s, "relevant to the input")
       }
-      for (const s of skills) if (always.includes(s.name)) take(s, "always on")
-      if (activate === "all") for (const s of skills) take(s, "skills.activate is all")
-      if (activate === "on-demand" && c.query.trim() !== "") {
-        for (const s of skills) if (callsSkill(c.query, s.name)) take(s, "called by name")
-        const ranked = c.rank(
-          c.query,
-          skills.map((s) => ({ id: s.name, text: `${s.name.replace(/[-_]+/g, " ")}\n${s.text}` }))
-        )
-        for (const r of ranked.slice(0, RELEVANT_SKILLS)) {
-          const s = skills.find((k) => k.name === r.id)
-          if (s !== undefined) take(s, "relevant to the input")
-        }
-      }
-      return wanted.map(({ skill, why }) => ({
-        key: "skills__context",
-        position: skills.indexOf(skill),
-        priority: why === "relevant to the input" ? 0 : 1,
-        id: `skill:${skill.name}`,
-        ref: skill.file,
-        text: `## Skill: ${skill.name}\n\n${skill.text}`
-      }))
-    })
+    }
+    return wanted.map(({ skill, why }) => ({
+      key: "skills__context",
+      position: skills.indexOf(skill),
+      priority: why === "relevant to the input" ? 0 : 1,
+      id: `skill:${skill.name}`,
+      ref: skill.file,
+      text: `## Skill: ${skill.name}\n\n${skill.text}`
+    }))
+  })
 }
 
 export const defaultSources: ReadonlyArray<ContextSource> = [
@@ -448,19 +435,21 @@ export const defaultSources: ReadonlyArray<ContextSource> = [
 ]
 
 /** Runs the sources in order; any unit whose key does not end in `__context` is refused. */
-export const collectAll = (sources: ReadonlyArray<ContextSource>, context: CollectContext) =>
-  Effect.gen(function* () {
-    const units: Array<ContextUnit> = []
-    for (const source of sources) {
-      for (const unit of yield* source.collect(context)) {
-        if (!unit.key.endsWith("__context")) {
-          return yield* new InvalidContextKey({
-            key: unit.key,
-            reason: `collector "${source.id}" returned a key that does not end in "__context"`
-          })
-        }
-        units.push(unit)
+export const collectAll = Effect.fnUntraced(function* (
+  sources: ReadonlyArray<ContextSource>,
+  context: CollectContext
+) {
+  const units: Array<ContextUnit> = []
+  for (const source of sources) {
+    for (const unit of yield* source.collect(context)) {
+      if (!unit.key.endsWith("__context")) {
+        return yield* new InvalidContextKey({
+          key: unit.key,
+          reason: `collector "${source.id}" returned a key that does not end in "__context"`
+        })
       }
+      units.push(unit)
     }
-    return units
-  })
+  }
+  return units
+})

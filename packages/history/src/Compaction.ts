@@ -334,115 +334,118 @@ export interface CompactOptions {
 export const compact = (
   options: CompactOptions
 ): Effect.Effect<CompactionResult, HistoryError, HistoryStore | Summarizer> =>
-  Effect.gen(function* () {
-    const store = yield* HistoryStore
-    const summarizer = yield* Summarizer
-    const settings = { ...defaultSettings, ...options.settings }
-    const count = options.count ?? ((text: string) => Math.ceil(text.length / 3))
-    const countHistory = options.countHistory ?? estimateHistory(count)
-    const events: Array<CompactionEvent> = []
-    const emit = (event: CompactionEvent) =>
-      Effect.suspend(() => {
-        events.push(event)
-        return options.onEvent?.(event) ?? Effect.void
-      })
+  Effect.gen(() => compacting(options)).pipe(withSpan("Compaction.compact"))
 
-    const doc = options.history ?? (yield* store.load(options.sessionId))
-    const decision = triggerFor(doc, {
-      lastUsage: options.lastUsage,
-      input: options.input,
-      window: options.model.contextWindow,
-      settings
-    })
-    if (!decision.trigger) return { status: "not-needed", decision, stillOver: false, events } as const
-
-    const fixed = options.fixedTokens ?? Math.ceil(options.input.length / 3)
-    // Room for the summary about to be written: a third of the trigger, at most 2,000 tokens of
-    // text (`fitSummary` holds it there), beside the summaries on file, framing included.
-    const summaryReserve = Math.min(2_000, Math.floor(decision.threshold / 3))
-    const summariesTokens =
-      countHistory({ summaries: [...doc.compression.map((s) => s.text), ""], messages: [] }) + summaryReserve
-    const plan = planCompaction(doc, {
-      keepTurns: settings.keepTurns,
-      ...(options.exceptTurn === undefined ? {} : { exceptTurn: options.exceptTurn }),
-      budget: Math.max(0, decision.threshold - fixed - summariesTokens),
-      countMessages: (messages) => countHistory({ summaries: [], messages })
+/** `compact`'s work: a generator made once (a generator function made per call keeps what it closes over until a full collection, in V8). */
+function* compacting(options: CompactOptions) {
+  const store = yield* HistoryStore
+  const summarizer = yield* Summarizer
+  const settings = { ...defaultSettings, ...options.settings }
+  const count = options.count ?? ((text: string) => Math.ceil(text.length / 3))
+  const countHistory = options.countHistory ?? estimateHistory(count)
+  const events: Array<CompactionEvent> = []
+  const emit = (event: CompactionEvent) =>
+    Effect.suspend(() => {
+      events.push(event)
+      return options.onEvent?.(event) ?? Effect.void
     })
 
-    const remainingAfter = (next: HistoryDocument) => {
-      const view = historyView(next)
-      return countHistory({ summaries: view.summaries.map((s) => s.text), messages: view.messages }) + fixed
-    }
-    const reportIfOver = (remaining: number) =>
-      remaining >= decision.threshold
-        ? emit({
-            _tag: "StillOver",
-            estimated: remaining,
-            threshold: decision.threshold,
-            message: `History still takes about ${remaining} tokens after compaction (trigger ${decision.threshold}); not compacting again.`
-          }).pipe(Effect.as(true))
-        : Effect.succeed(false)
+  const doc = options.history ?? (yield* store.load(options.sessionId))
+  const decision = triggerFor(doc, {
+    lastUsage: options.lastUsage,
+    input: options.input,
+    window: options.model.contextWindow,
+    settings
+  })
+  if (!decision.trigger) return { status: "not-needed", decision, stillOver: false, events } as const
 
-    if (plan.archive.length === 0) {
-      const remaining = remainingAfter(doc)
-      const stillOver = yield* reportIfOver(remaining)
-      return { status: "nothing-to-compact", decision, plan, remaining, stillOver, events } as const
-    }
+  const fixed = options.fixedTokens ?? Math.ceil(options.input.length / 3)
+  // Room for the summary about to be written: a third of the trigger, at most 2,000 tokens of
+  // text (`fitSummary` holds it there), beside the summaries on file, framing included.
+  const summaryReserve = Math.min(2_000, Math.floor(decision.threshold / 3))
+  const summariesTokens =
+    countHistory({ summaries: [...doc.compression.map((s) => s.text), ""], messages: [] }) + summaryReserve
+  const plan = planCompaction(doc, {
+    keepTurns: settings.keepTurns,
+    ...(options.exceptTurn === undefined ? {} : { exceptTurn: options.exceptTurn }),
+    budget: Math.max(0, decision.threshold - fixed - summariesTokens),
+    countMessages: (messages) => countHistory({ summaries: [], messages })
+  })
 
-    yield* emit({ _tag: "Started", archivedTurns: plan.archivedTurns, keptTurns: plan.keptTurns })
-    yield* emit({ _tag: "Summarizing", messages: plan.archive.length })
-    const fromTurn = plan.archivedTurns[0]!
-    const toTurn = plan.archivedTurns.at(-1)!
-    const produced = yield* summarizer
-      .summarize({
-        messages: plan.archive,
-        fromTurn,
-        toTurn,
-        model: options.model.id.slice(options.model.id.indexOf("/") + 1)
-      })
-      .pipe(
-        Effect.timeoutFail({ duration: settings.summaryTimeout, onTimeout: () => "timeout" as const }),
-        Effect.map(Option.some),
-        Effect.catchAll((failure) =>
-          emit({
-            _tag: "FellBack",
-            message:
-              failure === "timeout" ? TIMEOUT_MESSAGE : `${failure.message}; keeping recent history only.`
-          }).pipe(Effect.as(Option.none<string>()))
-        )
-      )
+  const remainingAfter = (next: HistoryDocument) => {
+    const view = historyView(next)
+    return countHistory({ summaries: view.summaries.map((s) => s.text), messages: view.messages }) + fixed
+  }
+  const reportIfOver = (remaining: number) =>
+    remaining >= decision.threshold
+      ? emit({
+          _tag: "StillOver",
+          estimated: remaining,
+          threshold: decision.threshold,
+          message: `History still takes about ${remaining} tokens after compaction (trigger ${decision.threshold}); not compacting again.`
+        }).pipe(Effect.as(true))
+      : Effect.succeed(false)
 
-    const summaryId = `s${doc.compression.length + 1}-t${fromTurn}-${toTurn}`
-    const summary: Summary | undefined = Option.match(produced, {
-      onNone: () => undefined,
-      onSome: (text) => ({
-        id: summaryId,
-        // Whatever the summarizer wrote, the File System State is filled from the tool calls.
-        text: fitSummary(withFileSystemState(text, plan.archive), summaryReserve, count),
-        fromTurn,
-        toTurn,
-        messageCount: plan.archive.length,
-        ...(options.now === undefined ? {} : { createdAt: options.now })
-      })
-    })
-    const archivedBy = summary === undefined ? `dropped-t${fromTurn}-${toTurn}` : summaryId
-    const next = yield* store.modify(options.sessionId, (current) => {
-      const updated = applyCompaction(current, plan, archivedBy, summary)
-      return Effect.succeed([updated, updated] as const)
-    })
-    const remaining = remainingAfter(next)
-    yield* emit({ _tag: "Finished", summaryId: summary?.id, archivedMessages: plan.archive.length })
+  if (plan.archive.length === 0) {
+    const remaining = remainingAfter(doc)
     const stillOver = yield* reportIfOver(remaining)
-    return {
-      status: summary === undefined ? "fell-back" : "compacted",
-      decision,
-      plan,
-      ...(summary === undefined ? {} : { summary }),
-      remaining,
-      stillOver,
-      events
-    } as const
-  }).pipe(withSpan("Compaction.compact"))
+    return { status: "nothing-to-compact", decision, plan, remaining, stillOver, events } as const
+  }
+
+  yield* emit({ _tag: "Started", archivedTurns: plan.archivedTurns, keptTurns: plan.keptTurns })
+  yield* emit({ _tag: "Summarizing", messages: plan.archive.length })
+  const fromTurn = plan.archivedTurns[0]!
+  const toTurn = plan.archivedTurns.at(-1)!
+  const produced = yield* summarizer
+    .summarize({
+      messages: plan.archive,
+      fromTurn,
+      toTurn,
+      model: options.model.id.slice(options.model.id.indexOf("/") + 1)
+    })
+    .pipe(
+      Effect.timeoutFail({ duration: settings.summaryTimeout, onTimeout: () => "timeout" as const }),
+      Effect.map(Option.some),
+      Effect.catchAll((failure) =>
+        emit({
+          _tag: "FellBack",
+          message:
+            failure === "timeout" ? TIMEOUT_MESSAGE : `${failure.message}; keeping recent history only.`
+        }).pipe(Effect.as(Option.none<string>()))
+      )
+    )
+
+  const summaryId = `s${doc.compression.length + 1}-t${fromTurn}-${toTurn}`
+  const summary: Summary | undefined = Option.match(produced, {
+    onNone: () => undefined,
+    onSome: (text) => ({
+      id: summaryId,
+      // Whatever the summarizer wrote, the File System State is filled from the tool calls.
+      text: fitSummary(withFileSystemState(text, plan.archive), summaryReserve, count),
+      fromTurn,
+      toTurn,
+      messageCount: plan.archive.length,
+      ...(options.now === undefined ? {} : { createdAt: options.now })
+    })
+  })
+  const archivedBy = summary === undefined ? `dropped-t${fromTurn}-${toTurn}` : summaryId
+  const next = yield* store.modify(options.sessionId, (current) => {
+    const updated = applyCompaction(current, plan, archivedBy, summary)
+    return Effect.succeed([updated, updated] as const)
+  })
+  const remaining = remainingAfter(next)
+  yield* emit({ _tag: "Finished", summaryId: summary?.id, archivedMessages: plan.archive.length })
+  const stillOver = yield* reportIfOver(remaining)
+  return {
+    status: summary === undefined ? "fell-back" : "compacted",
+    decision,
+    plan,
+    ...(summary === undefined ? {} : { summary }),
+    remaining,
+    stillOver,
+    events
+  } as const
+}
 
 /** `compact` as a stream of its progress events, ending when compaction ends (or failing with its error). */
 export const compactStream = (

@@ -147,44 +147,54 @@ export const fromStore = (store: Store.Service): Service => {
     })
   }
   const check = (sessionId: string) => validateSessionId(sessionId)
+  /** `modify`'s change of the stored JSON: the document `f` makes, as a patch (`f`'s result beside it). */
+  function* changed<A, E>(
+    sessionId: string,
+    json: unknown,
+    f: (doc: HistoryDocument) => Effect.Effect<readonly [A, HistoryDocument], E>,
+    into: { after?: HistoryDocument }
+  ) {
+    const current = yield* decoded(sessionId, json)
+    const [value, next] = yield* f(current.doc)
+    into.after = next
+    return [value, diffHistory(current.exact ? current.doc : undefined, next)] as const
+  }
+  function* modified<A, E>(
+    sessionId: string,
+    f: (doc: HistoryDocument) => Effect.Effect<readonly [A, HistoryDocument], E>
+  ) {
+    yield* check(sessionId)
+    const into: { after?: HistoryDocument } = {}
+    // Nothing is written when reading or `f` fails; its error is given back as it is.
+    const change = (
+      json: unknown
+    ): Effect.Effect<readonly [Either.Either<A, HistoryError | E>, HistoryPatch | undefined]> =>
+      Effect.gen(() => changed(sessionId, json, f, into)).pipe(
+        Effect.match({
+          onFailure: (e) => [Either.left(e), undefined] as const,
+          onSuccess: ([value, patch]) => [Either.right(value), patch] as const
+        })
+      )
+    const [outcome, json] = yield* store
+      .updateHistory(sessionId, change)
+      .pipe(Effect.mapError(fromStoreError(sessionId, "write")))
+    const value = yield* outcome
+    if (into.after !== undefined) remember(sessionId, { json, doc: into.after, exact: true })
+    return value
+  }
   const modify = <A, E>(
     sessionId: string,
     f: (doc: HistoryDocument) => Effect.Effect<readonly [A, HistoryDocument], E>
-  ): Effect.Effect<A, HistoryError | E> =>
-    Effect.gen(function* () {
-      yield* check(sessionId)
-      let after: HistoryDocument | undefined
-      // Nothing is written when reading or `f` fails; its error is given back as it is.
-      const change = (
-        json: unknown
-      ): Effect.Effect<readonly [Either.Either<A, HistoryError | E>, HistoryPatch | undefined]> =>
-        Effect.gen(function* () {
-          const current = yield* decoded(sessionId, json)
-          const [value, next] = yield* f(current.doc)
-          after = next
-          return [value, diffHistory(current.exact ? current.doc : undefined, next)] as const
-        }).pipe(
-          Effect.match({
-            onFailure: (e) => [Either.left(e), undefined] as const,
-            onSuccess: ([value, patch]) => [Either.right(value), patch] as const
-          })
-        )
-      const [outcome, json] = yield* store
-        .updateHistory(sessionId, change)
-        .pipe(Effect.mapError(fromStoreError(sessionId, "write")))
-      const value = yield* outcome
-      if (after !== undefined) remember(sessionId, { json, doc: after, exact: true })
-      return value
-    })
+  ): Effect.Effect<A, HistoryError | E> => Effect.gen(() => modified(sessionId, f))
+  function* loaded(sessionId: string) {
+    yield* check(sessionId)
+    const json = yield* store
+      .readHistoryJson(sessionId)
+      .pipe(Effect.mapError(fromStoreError(sessionId, "read")))
+    return (yield* decoded(sessionId, json)).doc
+  }
   return {
-    load: (sessionId) =>
-      Effect.gen(function* () {
-        yield* check(sessionId)
-        const json = yield* store
-          .readHistoryJson(sessionId)
-          .pipe(Effect.mapError(fromStoreError(sessionId, "read")))
-        return (yield* decoded(sessionId, json)).doc
-      }),
+    load: (sessionId) => Effect.gen(() => loaded(sessionId)),
     modify,
     saveFullResult: (sessionId, callId, result) =>
       Effect.zipRight(

@@ -31,27 +31,37 @@ export const deferSync = <A, E, R, B, E2, R2>(
   write: Effect.Effect<A, E, R>,
   after: (value: A, synced: Effect.Effect<void, StoreError>, pending: boolean) => Effect.Effect<B, E2, R2>
 ): Effect.Effect<B, E | E2, R | R2> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.gen(function* () {
-      const pending: Pending = { syncs: [] }
-      // Every sync awaited, not stopping at a failure (the first one is the wait's), and not cut
-      // short by an interruption.
-      const synced = yield* Effect.cached(
-        Effect.uninterruptible(
-          Effect.flatMap(
-            Effect.suspend(() => Effect.all(pending.syncs, { mode: "either" })),
-            (results) => {
-              const failed = results.find(Either.isLeft)
-              return failed === undefined ? Effect.void : Effect.fail(failed.left)
-            }
-          )
-        )
+  Effect.uninterruptibleMask((restore) => Effect.gen(() => deferred(write, after, restore)))
+
+/**
+ * `deferSync`'s work. A generator made once, here, not per call: V8 gives a generator function made
+ * per call a hidden class of its own in the old space, which holds the function and all it closes
+ * over until a full collection (every call's write and continuation stayed reachable to the
+ * scavenger: see the README's hot path, the nineteenth round).
+ */
+function* deferred<A, E, R, B, E2, R2>(
+  write: Effect.Effect<A, E, R>,
+  after: (value: A, synced: Effect.Effect<void, StoreError>, pending: boolean) => Effect.Effect<B, E2, R2>,
+  restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
+) {
+  const pending: Pending = { syncs: [] }
+  // Every sync awaited, not stopping at a failure (the first one is the wait's), and not cut
+  // short by an interruption.
+  const synced = yield* Effect.cached(
+    Effect.uninterruptible(
+      Effect.flatMap(
+        Effect.suspend(() => Effect.all(pending.syncs, { mode: "either" })),
+        (results) => {
+          const failed = results.find(Either.isLeft)
+          return failed === undefined ? Effect.void : Effect.fail(failed.left)
+        }
       )
-      const value = yield* restore(Effect.locally(write, deferredSyncs, pending)).pipe(
-        Effect.onError(() => Effect.ignore(synced))
-      )
-      return yield* restore(after(value, synced, pending.syncs.length > 0)).pipe(
-        Effect.ensuring(Effect.ignore(synced))
-      )
-    })
+    )
   )
+  const value = yield* restore(Effect.locally(write, deferredSyncs, pending)).pipe(
+    Effect.onError(() => Effect.ignore(synced))
+  )
+  return yield* restore(after(value, synced, pending.syncs.length > 0)).pipe(
+    Effect.ensuring(Effect.ignore(synced))
+  )
+}

@@ -564,25 +564,23 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
     "session memory",
     { weigh: (m) => m.text.length * SessionCache.TEXT_FACTOR + ENTRY_BYTES }
   )
-  const readSessionMemory = (sessionId: string) =>
-    Effect.gen(function* () {
-      const text = yield* readChecked("session", sessionId, MEMORY_FILE)
-      if (text === undefined) return [] as ReadonlyArray<MemoryEntry>
-      const key = SessionCache.keyOf(root, sessionId)
-      const hit = sessionMemory.get(key)
-      if (hit?.text === text) return hit.entries
-      const entries = yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
-      sessionMemory.set(key, { text, entries })
-      return entries
-    })
+  const readSessionMemory = Effect.fnUntraced(function* (sessionId: string) {
+    const text = yield* readChecked("session", sessionId, MEMORY_FILE)
+    if (text === undefined) return [] as ReadonlyArray<MemoryEntry>
+    const key = SessionCache.keyOf(root, sessionId)
+    const hit = sessionMemory.get(key)
+    if (hit?.text === text) return hit.entries
+    const entries = yield* fromEither(decodeMemory(text, `${sessionId}/${MEMORY_FILE}`))
+    sessionMemory.set(key, { text, entries })
+    return entries
+  })
 
-  const getSession = (id: string) =>
-    Effect.gen(function* () {
-      yield* checkSessionId(id)
-      const found = (yield* readIndex).find((r) => r.id === id)
-      if (found === undefined) return yield* new SessionNotFound({ sessionId: id })
-      return found
-    })
+  const getSession = Effect.fnUntraced(function* (id: string) {
+    yield* checkSessionId(id)
+    const found = (yield* readIndex).find((r) => r.id === id)
+    if (found === undefined) return yield* new SessionNotFound({ sessionId: id })
+    return found
+  })
 
   // --- reads, cached
   // What each read found, a file's text or that there was none (`stamp` undefined), kept while one
@@ -596,49 +594,48 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
     const held = reads.get(key)
     if (held?.delete(clean)) reads.set(key, held)
   }
-  const readChecked = (scope: Scope, sessionId: string, path: string) =>
-    Effect.gen(function* () {
-      const clean = yield* cleanFor(scope, path)
-      if (scope === "session") {
-        yield* checkSessionId(sessionId)
-        const refused = readRefusal(clean)
-        if (refused !== undefined) return yield* refused
-        // The history is messages.json with its journal folded in, however it is asked for.
-        if (clean === HISTORY_FILE) return yield* history.readText(sessionId)
-      }
-      const key = readsKey(scope, sessionId)
-      const seen = reads.get(key)?.get(clean)
-      // The same inode, unchanged, is the file already proven to be inside (or still no file): one stat.
-      if (seen !== undefined && stampNow(seen.full) === seen.stamp) return seen.text
-      const base = yield* ready
-      const full = scope === "global" ? join(base, clean) : join(base, sessionId, clean)
-      const read = yield* attempt(full, "read", () => readInside(full, allowedFor(base, scope, sessionId)))
-      if (read._tag === "Outside")
-        return yield* new PathRefused({
-          path: clean,
-          reason: "leads out of what the session may read through a symlink"
-        })
-      const held = reads.get(key) ?? new Map<string, KnownRead>()
-      held.delete(clean)
-      held.set(
-        clean,
-        read._tag === "Read"
-          ? { full, stamp: read.stamp, text: read.text }
-          : { full, stamp: undefined, text: undefined }
-      )
-      // At most MAX_READS files of one session, and at most a quarter of the cache's budget (the
-      // least recently read out first; the file just read stays).
-      bounded(held, MAX_READS)
-      const limit = cache.maxBytes / 4
-      let weight = weighReads(held)
-      for (const [path, r] of held) {
-        if (weight <= limit || held.size <= 1) break
-        held.delete(path)
-        weight -= weighRead(r)
-      }
-      reads.set(key, held, weight)
-      return read._tag === "Read" ? read.text : undefined
-    })
+  const readChecked = Effect.fnUntraced(function* (scope: Scope, sessionId: string, path: string) {
+    const clean = yield* cleanFor(scope, path)
+    if (scope === "session") {
+      yield* checkSessionId(sessionId)
+      const refused = readRefusal(clean)
+      if (refused !== undefined) return yield* refused
+      // The history is messages.json with its journal folded in, however it is asked for.
+      if (clean === HISTORY_FILE) return yield* history.readText(sessionId)
+    }
+    const key = readsKey(scope, sessionId)
+    const seen = reads.get(key)?.get(clean)
+    // The same inode, unchanged, is the file already proven to be inside (or still no file): one stat.
+    if (seen !== undefined && stampNow(seen.full) === seen.stamp) return seen.text
+    const base = yield* ready
+    const full = scope === "global" ? join(base, clean) : join(base, sessionId, clean)
+    const read = yield* attempt(full, "read", () => readInside(full, allowedFor(base, scope, sessionId)))
+    if (read._tag === "Outside")
+      return yield* new PathRefused({
+        path: clean,
+        reason: "leads out of what the session may read through a symlink"
+      })
+    const held = reads.get(key) ?? new Map<string, KnownRead>()
+    held.delete(clean)
+    held.set(
+      clean,
+      read._tag === "Read"
+        ? { full, stamp: read.stamp, text: read.text }
+        : { full, stamp: undefined, text: undefined }
+    )
+    // At most MAX_READS files of one session, and at most a quarter of the cache's budget (the
+    // least recently read out first; the file just read stays).
+    bounded(held, MAX_READS)
+    const limit = cache.maxBytes / 4
+    let weight = weighReads(held)
+    for (const [path, r] of held) {
+      if (weight <= limit || held.size <= 1) break
+      held.delete(path)
+      weight -= weighRead(r)
+    }
+    reads.set(key, held, weight)
+    return read._tag === "Read" ? read.text : undefined
+  })
 
   // A session's listing, kept while none of its directories changed (an entry made, removed or
   // renamed changes its directory's stamp); a listing with a link is made again each time (the
@@ -650,63 +647,62 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       readonly files: ReadonlyArray<string>
     }
   >()
-  const listSession = (sessionId: string) =>
-    Effect.gen(function* () {
-      yield* checkSessionId(sessionId)
-      const base = yield* ready
-      const dir = sessionBase(base, sessionId)
-      const listed = listings.get(`${base}\u0000${sessionId}`)
-      if (listed?.dirs.every(([d, stamp]) => dirStampNow(d) === stamp)) return listed.files
-      // Each directory stamped before it is read: a change meanwhile lists it again next time.
-      const dirs: Array<readonly [string, string | undefined]> = []
-      const entries: Array<Dirent> = []
-      for (let i = 0, queue = [dir]; i < queue.length; i++) {
-        const at = queue[i]!
-        dirs.push([at, dirStampNow(at)])
-        const found: Array<Dirent> =
-          (yield* attempt(at, "list", () =>
-            readdir(at, { withFileTypes: true }).catch((e) =>
-              errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR" ? [] : Promise.reject(e)
-            )
-          )) ?? []
-        for (const entry of found) {
-          entries.push(entry)
-          if (entry.isDirectory() && !entry.name.startsWith(".")) queue.push(join(at, entry.name))
-        }
-      }
-      const files: Array<string> = []
-      for (const entry of entries) {
-        if (entry.name.startsWith(".") || isTempFile(entry.name)) continue
-        const full = join(entry.parentPath, entry.name)
-        const rel = relative(dir, full).split(sep).join("/")
-        if (rel.split("/").some((s) => s.startsWith("."))) continue
-        // The journal is part of messages.json (a session with a journal alone has its history).
-        if (rel === HISTORY_JOURNAL) {
-          if (!entries.some((e) => e.parentPath === entry.parentPath && e.name === HISTORY_FILE))
-            files.push(HISTORY_FILE)
-          continue
-        }
-        if (entry.isFile()) files.push(rel)
-        else if (entry.isSymbolicLink()) {
-          // A link is listed when the file it leads to is one the session may read.
-          const target = yield* Effect.promise(() =>
-            realpath(full).then(
-              (real) => stat(real).then((info) => (info.isFile() ? real : undefined)),
-              () => undefined
-            )
+  const listSession = Effect.fnUntraced(function* (sessionId: string) {
+    yield* checkSessionId(sessionId)
+    const base = yield* ready
+    const dir = sessionBase(base, sessionId)
+    const listed = listings.get(`${base}\u0000${sessionId}`)
+    if (listed?.dirs.every(([d, stamp]) => dirStampNow(d) === stamp)) return listed.files
+    // Each directory stamped before it is read: a change meanwhile lists it again next time.
+    const dirs: Array<readonly [string, string | undefined]> = []
+    const entries: Array<Dirent> = []
+    for (let i = 0, queue = [dir]; i < queue.length; i++) {
+      const at = queue[i]!
+      dirs.push([at, dirStampNow(at)])
+      const found: Array<Dirent> =
+        (yield* attempt(at, "list", () =>
+          readdir(at, { withFileTypes: true }).catch((e) =>
+            errnoOf(e) === "ENOENT" || errnoOf(e) === "ENOTDIR" ? [] : Promise.reject(e)
           )
-          if (target !== undefined && allowedFor(base, "session", sessionId)(target)) files.push(rel)
-        }
+        )) ?? []
+      for (const entry of found) {
+        entries.push(entry)
+        if (entry.isDirectory() && !entry.name.startsWith(".")) queue.push(join(at, entry.name))
       }
-      files.sort()
-      const key = `${base}\u0000${sessionId}`
-      listings.delete(key)
-      if (!entries.some((e) => e.isSymbolicLink())) {
-        listings.set(key, { dirs, files })
-        bounded(listings, 1024)
+    }
+    const files: Array<string> = []
+    for (const entry of entries) {
+      if (entry.name.startsWith(".") || isTempFile(entry.name)) continue
+      const full = join(entry.parentPath, entry.name)
+      const rel = relative(dir, full).split(sep).join("/")
+      if (rel.split("/").some((s) => s.startsWith("."))) continue
+      // The journal is part of messages.json (a session with a journal alone has its history).
+      if (rel === HISTORY_JOURNAL) {
+        if (!entries.some((e) => e.parentPath === entry.parentPath && e.name === HISTORY_FILE))
+          files.push(HISTORY_FILE)
+        continue
       }
-      return files
-    })
+      if (entry.isFile()) files.push(rel)
+      else if (entry.isSymbolicLink()) {
+        // A link is listed when the file it leads to is one the session may read.
+        const target = yield* Effect.promise(() =>
+          realpath(full).then(
+            (real) => stat(real).then((info) => (info.isFile() ? real : undefined)),
+            () => undefined
+          )
+        )
+        if (target !== undefined && allowedFor(base, "session", sessionId)(target)) files.push(rel)
+      }
+    }
+    files.sort()
+    const key = `${base}\u0000${sessionId}`
+    listings.delete(key)
+    if (!entries.some((e) => e.isSymbolicLink())) {
+      listings.set(key, { dirs, files })
+      bounded(listings, 1024)
+    }
+    return files
+  })
   const listGlobal = Effect.gen(function* () {
     const base = yield* ready
     const entries = yield* attempt(base, "list", () => readdir(base, { withFileTypes: true }))
@@ -752,16 +748,15 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
     )
 
   /** Writes a file of an existing session, inside it, atomically (under the session's lock). */
-  const writeSessionFile = (sessionId: string, clean: string, text: string) =>
-    Effect.gen(function* () {
-      const base = yield* ready
-      const dir = sessionBase(base, sessionId)
-      if (!isDirectoryNow(dir)) return yield* new SessionNotFound({ sessionId })
-      yield* writeAt(base, dir, clean, text, allowedFor(base, "session", sessionId)).pipe(
-        Effect.catchTag("SessionNotFound", () => Effect.fail(new SessionNotFound({ sessionId })))
-      )
-      forgetRead(sessionId, clean)
-    })
+  const writeSessionFile = Effect.fnUntraced(function* (sessionId: string, clean: string, text: string) {
+    const base = yield* ready
+    const dir = sessionBase(base, sessionId)
+    if (!isDirectoryNow(dir)) return yield* new SessionNotFound({ sessionId })
+    yield* writeAt(base, dir, clean, text, allowedFor(base, "session", sessionId)).pipe(
+      Effect.catchTag("SessionNotFound", () => Effect.fail(new SessionNotFound({ sessionId })))
+    )
+    forgetRead(sessionId, clean)
+  })
 
   const history = makeJournalFiles(
     {
@@ -911,12 +906,11 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
         })
       ),
     withSessionLock,
-    hasSession: (sessionId) =>
-      Effect.gen(function* () {
-        yield* checkSessionId(sessionId)
-        const base = yield* ready
-        return isDirectoryNow(sessionBase(base, sessionId))
-      }),
+    hasSession: Effect.fnUntraced(function* (sessionId: string) {
+      yield* checkSessionId(sessionId)
+      const base = yield* ready
+      return isDirectoryNow(sessionBase(base, sessionId))
+    }),
     read: readChecked,
     readMany: (scope, sessionId, paths) =>
       Effect.forEach(paths, (path) => readChecked(scope, sessionId, path), { concurrency: 16 }),

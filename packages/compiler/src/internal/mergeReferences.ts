@@ -33,33 +33,32 @@ export interface MergeReferencesOptions {
 /** The input with its mention reminder and resolved references; "" stays "". */
 export const mergeReferences = (
   options: MergeReferencesOptions
-): Effect.Effect<string, UnresolvedReference> =>
-  Effect.gen(function* () {
-    const { workspace: ws, sessionId: sid, text } = options
-    const refs: Array<ParsedReference> = [...parseInlineReferences(text)]
-    for (const ref of options.references) {
-      const parsed = yield* orElseFail(parseReference(ref))
-      if (!refs.some((r) => r.raw === parsed.raw)) refs.push(parsed)
-    }
-    const resolved: Array<string> = []
-    for (const ref of refs) {
-      const content = yield* ws
-        .read("session", sid, ref.path)
-        .pipe(
-          Effect.mapError((e) => new UnresolvedReference({ ref: ref.raw, kind: e.kind, reason: e.reason }))
-        )
-      const sidecar =
-        ref._tag === "block" && content !== undefined
-          ? yield* readSidecar(
-              options.cache,
-              (path) => ws.read("session", sid, path),
-              ref.path,
-              (path) => CompileCache.fileKey(ws.root, sid, path)
-            )
-          : undefined
-      const r = yield* orElseFail(resolveReference(ref, content, sidecar))
-      if (r.warning !== undefined) options.warn(r.warning)
-      resolved.push(formatReference(r))
-    }
-    return text === "" ? "" : [withMentionReminder(text), ...resolved].join("\n\n")
-  })
+): Effect.Effect<string, UnresolvedReference> => Effect.gen(() => merging(options))
+
+function* merging(options: MergeReferencesOptions) {
+  const { workspace: ws, sessionId: sid, text } = options
+  const refs: Array<ParsedReference> = [...parseInlineReferences(text)]
+  for (const ref of options.references) {
+    const parsed = yield* orElseFail(parseReference(ref))
+    if (!refs.some((r) => r.raw === parsed.raw)) refs.push(parsed)
+  }
+  const resolved: Array<string> = []
+  for (const ref of refs) {
+    const content = yield* ws
+      .read("session", sid, ref.path)
+      .pipe(Effect.mapError((e) => new UnresolvedReference({ ref: ref.raw, kind: e.kind, reason: e.reason })))
+    const sidecar =
+      ref._tag === "block" && content !== undefined
+        ? yield* readSidecar(
+            options.cache,
+            (path) => ws.read("session", sid, path),
+            ref.path,
+            (path) => CompileCache.fileKey(ws.root, sid, path)
+          )
+        : undefined
+    const r = yield* orElseFail(resolveReference(ref, content, sidecar))
+    if (r.warning !== undefined) options.warn(r.warning)
+    resolved.push(formatReference(r))
+  }
+  return text === "" ? "" : [withMentionReminder(text), ...resolved].join("\n\n")
+}

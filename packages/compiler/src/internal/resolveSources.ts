@@ -62,114 +62,123 @@ export const resolveSources = (
 ): Effect.Effect<
   ResolvedSources,
   UnresolvedReference | InvalidManifest | InvalidContextKey | HistoryCorrupt
-> =>
-  Effect.gen(function* () {
-    const sid = options.sessionId
-    const sessionFile = (path: string) => ws.read("session", sid, path)
-    const keyOf = (scope: "global" | "session", path: string) =>
-      CompileCache.fileKey(ws.root, scope === "global" ? undefined : sid, path)
-    if (!(yield* ws.hasSession(sid))) {
-      return yield* new UnresolvedReference({
-        ref: `session ${sid}`,
-        kind: "missing-file",
-        reason: `the data root ${ws.root} has no session ${sid}`
-      })
-    }
+> => Effect.gen(() => resolving(ws, cache, options, warn))
 
-    let manifest = options.manifest
-    if (manifest === undefined) {
-      const text = yield* sessionFile("context-config.json")
-      manifest =
-        text === undefined
-          ? emptyManifest
-          : yield* orElseFail(
-              cache.manifest(keyOf("session", "context-config.json"), text, `${sid}/context-config.json`)
-            )
-    }
+function* resolving(
+  ws: Workspace.Service,
+  cache: CompileCache.Service,
+  options: CompileOptions,
+  warn: (message: string) => void
+) {
+  const sid = options.sessionId
+  const sessionFile = (path: string) => ws.read("session", sid, path)
+  const keyOf = (scope: "global" | "session", path: string) =>
+    CompileCache.fileKey(ws.root, scope === "global" ? undefined : sid, path)
+  if (!(yield* ws.hasSession(sid))) {
+    return yield* new UnresolvedReference({
+      ref: `session ${sid}`,
+      kind: "missing-file",
+      reason: `the data root ${ws.root} has no session ${sid}`
+    })
+  }
 
-    const missingFile = (scope: "global" | "session", path: string) =>
-      new UnresolvedReference({
-        ref: path,
-        kind: "missing-file",
-        reason: `${scope === "global" ? "the data root" : `session ${sid}`} has no ${path}`
-      })
-    const readRequired = (scope: "global" | "session", path: string) =>
-      Effect.flatMap(ws.read(scope, sid, path), (text) =>
-        text === undefined ? Effect.fail(missingFile(scope, path)) : Effect.succeed(text)
-      )
-    const readManyRequired = (scope: "global" | "session", paths: ReadonlyArray<string>) =>
-      Effect.flatMap(ws.readMany(scope, sid, paths), (texts) => {
-        const missing = texts.indexOf(undefined)
-        return missing === -1
-          ? Effect.succeed(texts as ReadonlyArray<string>)
-          : Effect.fail(missingFile(scope, paths[missing]!))
-      })
-    const globalPrompts: Array<string> = []
-    for (const source of manifest.systemPrompt) {
-      if (source.type === "global") globalPrompts.push((yield* readRequired("global", source.file)).trim())
-    }
+  let manifest = options.manifest
+  if (manifest === undefined) {
+    const text = yield* sessionFile("context-config.json")
+    manifest =
+      text === undefined
+        ? emptyManifest
+        : yield* orElseFail(
+            cache.manifest(keyOf("session", "context-config.json"), text, `${sid}/context-config.json`)
+          )
+  }
 
-    // History (L3): the curated view; its summaries become compression__context.
-    const strategy = manifest.chatHistory.strategy
-    let doc: HistoryDocument = emptyHistory
-    if (strategy !== "none") {
-      if (options.history !== undefined) doc = options.history
-      else {
-        const source = manifest.chatHistory.source
-        const text = yield* sessionFile(source)
-        if (text !== undefined)
-          doc = yield* orElseFail(cache.history(keyOf("session", source), text, `${sid}/${source}`))
-      }
-    }
-    const view = cache.view(doc)
-    let turns = view.turns
-    if (strategy === "recent" && manifest.chatHistory.maxTurns !== undefined) {
-      turns = turns.slice(-manifest.chatHistory.maxTurns)
-    }
-    const notOffered = view.turns.slice(0, view.turns.length - turns.length).map((t) => t.turn)
+  const missingFile = (scope: "global" | "session", path: string) =>
+    new UnresolvedReference({
+      ref: path,
+      kind: "missing-file",
+      reason: `${scope === "global" ? "the data root" : `session ${sid}`} has no ${path}`
+    })
+  const readRequired = (scope: "global" | "session", path: string) =>
+    Effect.flatMap(ws.read(scope, sid, path), (text) =>
+      text === undefined ? Effect.fail(missingFile(scope, path)) : Effect.succeed(text)
+    )
+  const readManyRequired = (scope: "global" | "session", paths: ReadonlyArray<string>) =>
+    Effect.flatMap(ws.readMany(scope, sid, paths), (texts) => {
+      const missing = texts.indexOf(undefined)
+      return missing === -1
+        ? Effect.succeed(texts as ReadonlyArray<string>)
+        : Effect.fail(missingFile(scope, paths[missing]!))
+    })
+  const globalPrompts: Array<string> = []
+  for (const source of manifest.systemPrompt) {
+    if (source.type === "global") globalPrompts.push((yield* readRequired("global", source.file)).trim())
+  }
 
-    const sessionFiles = yield* ws.list("session", sid)
-    const knowledgeIndex = Option.getOrUndefined(yield* Effect.serviceOption(KnowledgeIndex))
-    let live: ReadonlySet<number> | undefined
-    const collect = (request: CollectRequest) =>
-      collectAll(options.sources ?? defaultSources, {
-        ...request,
-        sessionId: sid,
-        manifest,
-        sessionFiles,
-        memory: options.memory ?? [],
-        history: doc,
-        ...(options.nodeContext === undefined ? {} : { nodeContext: options.nodeContext }),
-        ...(options.meta === undefined ? {} : { meta: options.meta }),
-        ...(knowledgeIndex === undefined ? {} : { knowledgeIndex }),
-        // Made when a source asks (the memory source, when it has memories and a query to rank them by).
-        get liveTurns() {
-          live ??= new Set(view.turns.map((t) => t.turn))
-          return live
-        },
-        summaries: view.summaries,
-        read: readRequired,
-        readMany: readManyRequired,
-        readSidecar: (scope, file) =>
-          readSidecar(
-            cache,
-            (path) => ws.read(scope, sid, path),
-            file,
-            (path) => keyOf(scope, path)
-          ),
-        knowledgeUnits: (path, content, block, sidecar) =>
-          cache.knowledge(keyOf("session", path), path, content, block, sidecar),
-        profileBlocks: (file, content, ids, sidecar) =>
-          cache.profile(keyOf("global", file), file, content, ids, sidecar),
-        warn
-      })
-    return {
+  // History (L3): the curated view; its summaries become compression__context.
+  const strategy = manifest.chatHistory.strategy
+  let doc: HistoryDocument = emptyHistory
+  if (strategy !== "none") {
+    if (options.history !== undefined) doc = options.history
+    else {
+      const source = manifest.chatHistory.source
+      const text = yield* sessionFile(source)
+      if (text !== undefined)
+        doc = yield* orElseFail(cache.history(keyOf("session", source), text, `${sid}/${source}`))
+    }
+  }
+  const view = cache.view(doc)
+  let turns = view.turns
+  if (strategy === "recent" && manifest.chatHistory.maxTurns !== undefined) {
+    turns = turns.slice(-manifest.chatHistory.maxTurns)
+  }
+  const notOffered = view.turns.slice(0, view.turns.length - turns.length).map((t) => t.turn)
+
+  const sessionFiles = yield* ws.list("session", sid)
+  const knowledgeIndex = Option.getOrUndefined(yield* Effect.serviceOption(KnowledgeIndex))
+  let live: ReadonlySet<number> | undefined
+  const collect = (request: CollectRequest) =>
+    collectAll(options.sources ?? defaultSources, {
+      ...request,
+      sessionId: sid,
       manifest,
-      systemPrompt: globalPrompts.join("\n\n"),
-      view,
-      turns,
-      notOffered,
-      archivedTurns: cache.archivedTurns(doc),
-      collect
-    }
-  })
+      sessionFiles,
+      memory: options.memory ?? [],
+      history: doc,
+      ...(options.nodeContext === undefined ? {} : { nodeContext: options.nodeContext }),
+      ...(options.meta === undefined ? {} : { meta: options.meta }),
+      ...(knowledgeIndex === undefined ? {} : { knowledgeIndex }),
+      // A set made when a source first asks (the memory source, when it has memories and a query
+      // to rank them by). A function, not a getter: an object literal with a getter gets a hidden
+      // class of its own in V8's old space, which kept the getter's closure, and through it the
+      // whole compile, alive until the next full collection.
+      isLiveTurn: (turn) => {
+        live ??= new Set(view.turns.map((t) => t.turn))
+        return live.has(turn)
+      },
+      summaries: view.summaries,
+      read: readRequired,
+      readMany: readManyRequired,
+      readSidecar: (scope, file) =>
+        readSidecar(
+          cache,
+          (path) => ws.read(scope, sid, path),
+          file,
+          (path) => keyOf(scope, path)
+        ),
+      knowledgeUnits: (path, content, block, sidecar) =>
+        cache.knowledge(keyOf("session", path), path, content, block, sidecar),
+      profileBlocks: (file, content, ids, sidecar) =>
+        cache.profile(keyOf("global", file), file, content, ids, sidecar),
+      warn
+    })
+  return {
+    manifest,
+    systemPrompt: globalPrompts.join("\n\n"),
+    view,
+    turns,
+    notOffered,
+    archivedTurns: cache.archivedTurns(doc),
+    collect
+  }
+}

@@ -74,109 +74,110 @@ export const prepareRunningTurn = (options: {
   /** The history file (placeholders name it for results kept nowhere else). */
   readonly historyFile: string
   readonly warn: (message: string) => void
-}): Effect.Effect<RunningTurn, UnresolvedReference> =>
-  Effect.gen(function* () {
-    const { workspace: ws, cache, sessionId: sid, turn, warn } = options
-    const messages: Array<Message> = []
-    // Where each observation is: message index, part index, the compressed and the full part.
-    const observations: Array<{
-      readonly message: number
-      readonly part: number
-      readonly compressed: ToolResultPart
-      readonly full: ToolResultPart | undefined
-    }> = []
-    const inputs = new Map<string, unknown>()
-    for (const m of turn.messages) for (const call of toolCallsOf(m)) inputs.set(call.callId, call.input)
-    for (const message of turn.messages) {
-      if (message.role === "user" && message.meta.kind === "input") {
-        const text = textOf(message)
-        const expanded = yield* mergeReferences({
-          workspace: ws,
-          cache,
-          sessionId: sid,
-          text,
-          references: message.meta.references ?? [],
-          warn
-        })
-        messages.push(expanded === text ? message : { ...message, parts: [{ _tag: "text", text: expanded }] })
+}): Effect.Effect<RunningTurn, UnresolvedReference> => Effect.gen(() => preparing(options))
+
+function* preparing(options: Parameters<typeof prepareRunningTurn>[0]) {
+  const { workspace: ws, cache, sessionId: sid, turn, warn } = options
+  const messages: Array<Message> = []
+  // Where each observation is: message index, part index, the compressed and the full part.
+  const observations: Array<{
+    readonly message: number
+    readonly part: number
+    readonly compressed: ToolResultPart
+    readonly full: ToolResultPart | undefined
+  }> = []
+  const inputs = new Map<string, unknown>()
+  for (const m of turn.messages) for (const call of toolCallsOf(m)) inputs.set(call.callId, call.input)
+  for (const message of turn.messages) {
+    if (message.role === "user" && message.meta.kind === "input") {
+      const text = textOf(message)
+      const expanded = yield* mergeReferences({
+        workspace: ws,
+        cache,
+        sessionId: sid,
+        text,
+        references: message.meta.references ?? [],
+        warn
+      })
+      messages.push(expanded === text ? message : { ...message, parts: [{ _tag: "text", text: expanded }] })
+      continue
+    }
+    for (const [index, part] of message.parts.entries()) {
+      if (part._tag !== "tool-result") continue
+      if (part.full === undefined) {
+        observations.push({ message: messages.length, part: index, compressed: part, full: undefined })
         continue
       }
-      for (const [index, part] of message.parts.entries()) {
-        if (part._tag !== "tool-result") continue
-        if (part.full === undefined) {
-          observations.push({ message: messages.length, part: index, compressed: part, full: undefined })
-          continue
-        }
-        // A path history cannot be read by (missing, outside the session) costs the step only the
-        // full form, never the compile.
-        const read = yield* Effect.either(ws.read("session", sid, part.full))
-        const text = Either.getOrUndefined(read)
-        const full = text === undefined ? undefined : parseFull(text)
-        if (full === undefined) {
-          const problem = Either.isLeft(read)
-            ? `cannot be read (${read.left.reason})`
-            : text === undefined
-              ? "is missing"
-              : "is not a tool result"
-          warn(
-            `${part.full}: the full result of ${part.name} (${part.callId}) ${problem}; the running step sees the compressed one`
-          )
-          observations.push({ message: messages.length, part: index, compressed: part, full: undefined })
-          continue
-        }
-        observations.push({
-          message: messages.length,
-          part: index,
-          compressed: part,
-          full: fullPart(part, full)
-        })
+      // A path history cannot be read by (missing, outside the session) costs the step only the
+      // full form, never the compile.
+      const read = yield* Effect.either(ws.read("session", sid, part.full))
+      const text = Either.getOrUndefined(read)
+      const full = text === undefined ? undefined : parseFull(text)
+      if (full === undefined) {
+        const problem = Either.isLeft(read)
+          ? `cannot be read (${read.left.reason})`
+          : text === undefined
+            ? "is missing"
+            : "is not a tool result"
+        warn(
+          `${part.full}: the full result of ${part.name} (${part.callId}) ${problem}; the running step sees the compressed one`
+        )
+        observations.push({ message: messages.length, part: index, compressed: part, full: undefined })
+        continue
       }
-      messages.push(message)
+      observations.push({
+        message: messages.length,
+        part: index,
+        compressed: part,
+        full: fullPart(part, full)
+      })
     }
-    const older = Math.max(0, observations.length - 1)
-    const variants = new Map<number, Turn>()
-    const variant = (v: number): Turn => {
-      let shown = variants.get(v)
-      if (shown === undefined) {
-        shown = variantOf(v)
-        variants.set(v, shown)
-      }
-      return shown
+    messages.push(message)
+  }
+  const older = Math.max(0, observations.length - 1)
+  const variants = new Map<number, Turn>()
+  const variant = (v: number): Turn => {
+    let shown = variants.get(v)
+    if (shown === undefined) {
+      shown = variantOf(v)
+      variants.set(v, shown)
     }
-    const variantOf = (v: number): Turn => {
-      const compressed = Math.min(v, older)
-      const placeholders = Math.max(0, v - older)
-      const shown = messages.slice()
-      let changed = false
-      for (const [i, o] of observations.entries()) {
-        const part =
-          i < placeholders
-            ? omittedResult(
-                o.compressed,
-                inputs.get(o.compressed.callId),
-                `${options.historyFile} (message ${messages[o.message]!.id})`
-              )
-            : i < compressed || o.full === undefined
-              ? undefined
-              : o.full
-        if (part === undefined) continue
-        const message = shown[o.message]!
-        const parts: Array<Part> = message.parts.slice()
-        parts[o.part] = part
-        shown[o.message] = { ...message, parts }
-        changed = true
-      }
-      return changed ? { ...turn, messages: shown } : { ...turn, messages }
+    return shown
+  }
+  const variantOf = (v: number): Turn => {
+    const compressed = Math.min(v, older)
+    const placeholders = Math.max(0, v - older)
+    const shown = messages.slice()
+    let changed = false
+    for (const [i, o] of observations.entries()) {
+      const part =
+        i < placeholders
+          ? omittedResult(
+              o.compressed,
+              inputs.get(o.compressed.callId),
+              `${options.historyFile} (message ${messages[o.message]!.id})`
+            )
+          : i < compressed || o.full === undefined
+            ? undefined
+            : o.full
+      if (part === undefined) continue
+      const message = shown[o.message]!
+      const parts: Array<Part> = message.parts.slice()
+      parts[o.part] = part
+      shown[o.message] = { ...message, parts }
+      changed = true
     }
-    const describe = (v: number) => {
-      const compressed = Math.min(v, older)
-      const placeholders = Math.max(0, v - older)
-      const count = (n: number) => `${n} older tool result${n === 1 ? " is" : "s are"}`
-      return v === 0
-        ? ""
-        : placeholders === 0
-          ? `the running turn's ${count(compressed)} shown compressed to fit the budget (the newest is whole)`
-          : `the running turn's ${count(placeholders)} shown as placeholders${placeholders < older ? ` (${older - placeholders} more compressed)` : ""} to fit the budget (the newest is whole; the full results are on file)`
-    }
-    return { variants: 2 * older, variant, describe }
-  })
+    return changed ? { ...turn, messages: shown } : { ...turn, messages }
+  }
+  const describe = (v: number) => {
+    const compressed = Math.min(v, older)
+    const placeholders = Math.max(0, v - older)
+    const count = (n: number) => `${n} older tool result${n === 1 ? " is" : "s are"}`
+    return v === 0
+      ? ""
+      : placeholders === 0
+        ? `the running turn's ${count(compressed)} shown compressed to fit the budget (the newest is whole)`
+        : `the running turn's ${count(placeholders)} shown as placeholders${placeholders < older ? ` (${older - placeholders} more compressed)` : ""} to fit the budget (the newest is whole; the full results are on file)`
+  }
+  return { variants: 2 * older, variant, describe }
+}

@@ -385,34 +385,33 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
    * What the session's history files hold, once a fold of them running in a lock span is done
    * (`own`: the fold's own read).
    */
-  const readState = (sessionId: string, own = false) =>
-    Effect.gen(function* () {
-      const running = own ? undefined : inSpan.get(sessionId)
-      if (running !== undefined) yield* Deferred.await(running)
-      const base = yield* deps.ready
-      const dir = join(base, sessionId)
-      const mFile = join(dir, HISTORY_FILE)
-      const jFile = join(dir, HISTORY_JOURNAL)
-      const [stampM, stampJ] = [stampNow(mFile), stampNow(jFile)]
-      const cached = states.get(keyOf(sessionId))
-      if (cached !== undefined && cached.stampM === stampM && cached.stampJ === stampJ) return cached
-      const allowed = deps.allowed(base, sessionId)
-      // The journal first: a fold between the two reads then shows as records messages.json holds.
-      const j = yield* attempt(jFile, "read", () => readInside(jFile, allowed))
-      const m = yield* attempt(mFile, "read", () => readInside(mFile, allowed))
-      for (const [read, name] of [
-        [j, HISTORY_JOURNAL],
-        [m, HISTORY_FILE]
-      ] as const)
-        if (read._tag === "Outside")
-          return yield* new PathRefused({
-            path: name,
-            reason: "leads out of what the session may read through a symlink"
-          })
-      const state = yield* fromEither(stateOf(sessionId, m, j))
-      remember(sessionId, state)
-      return state
-    })
+  const readState = Effect.fnUntraced(function* (sessionId: string, own = false) {
+    const running = own ? undefined : inSpan.get(sessionId)
+    if (running !== undefined) yield* Deferred.await(running)
+    const base = yield* deps.ready
+    const dir = join(base, sessionId)
+    const mFile = join(dir, HISTORY_FILE)
+    const jFile = join(dir, HISTORY_JOURNAL)
+    const [stampM, stampJ] = [stampNow(mFile), stampNow(jFile)]
+    const cached = states.get(keyOf(sessionId))
+    if (cached !== undefined && cached.stampM === stampM && cached.stampJ === stampJ) return cached
+    const allowed = deps.allowed(base, sessionId)
+    // The journal first: a fold between the two reads then shows as records messages.json holds.
+    const j = yield* attempt(jFile, "read", () => readInside(jFile, allowed))
+    const m = yield* attempt(mFile, "read", () => readInside(mFile, allowed))
+    for (const [read, name] of [
+      [j, HISTORY_JOURNAL],
+      [m, HISTORY_FILE]
+    ] as const)
+      if (read._tag === "Outside")
+        return yield* new PathRefused({
+          path: name,
+          reason: "leads out of what the session may read through a symlink"
+        })
+    const state = yield* fromEither(stateOf(sessionId, m, j))
+    remember(sessionId, state)
+    return state
+  })
 
   const sessionExists = (sessionId: string) =>
     Effect.map(deps.ready, (base) => isDirectoryNow(join(base, sessionId))).pipe(
@@ -482,35 +481,34 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
   }
 
   /** Folds the session's journal (`onlyIfDue`: only when it is past its marks still). */
-  const foldNow = (sessionId: string, onlyIfDue = false) =>
-    Effect.gen(function* () {
-      const state = yield* readState(sessionId, true)
-      if (state.journalIno === undefined || (onlyIfDue && !isDue(state))) return
-      const base = yield* deps.ready
-      const dir = join(base, sessionId)
-      const text = state.text()
-      // messages.json first, with the last record it holds: a crash before the journal is gone
-      // leaves records that are skipped when read.
-      const seq =
-        state.records > 0
-          ? (yield* fromEither(state.current())).seq
-          : Either.match(state.current(), { onLeft: () => 0, onRight: (c) => c.seq })
-      if (state.records > 0 && text !== undefined) yield* deps.writeSessionFile(sessionId, HISTORY_FILE, text)
-      yield* attempt(join(dir, HISTORY_JOURNAL), "remove", () =>
-        unlinkInside(dir, HISTORY_JOURNAL, deps.allowed(base, sessionId))
-      )
-      const file = files.get(sessionId)
-      if (file !== undefined) {
-        // Its records are in messages.json now (or were already): whoever waits on them is done.
-        file.settle(seq)
-        files.delete(sessionId)
-        file.close()
-      }
-      journaled.delete(sessionId)
-      lastSpan.delete(sessionId)
-      const stampM = stampNow(join(dir, HISTORY_FILE))
-      remember(sessionId, historyState(stampM, noJournal, 0, text?.length ?? 0, state.current, always(text)))
-    })
+  const foldNow = Effect.fnUntraced(function* (sessionId: string, onlyIfDue = false) {
+    const state = yield* readState(sessionId, true)
+    if (state.journalIno === undefined || (onlyIfDue && !isDue(state))) return
+    const base = yield* deps.ready
+    const dir = join(base, sessionId)
+    const text = state.text()
+    // messages.json first, with the last record it holds: a crash before the journal is gone
+    // leaves records that are skipped when read.
+    const seq =
+      state.records > 0
+        ? (yield* fromEither(state.current())).seq
+        : Either.match(state.current(), { onLeft: () => 0, onRight: (c) => c.seq })
+    if (state.records > 0 && text !== undefined) yield* deps.writeSessionFile(sessionId, HISTORY_FILE, text)
+    yield* attempt(join(dir, HISTORY_JOURNAL), "remove", () =>
+      unlinkInside(dir, HISTORY_JOURNAL, deps.allowed(base, sessionId))
+    )
+    const file = files.get(sessionId)
+    if (file !== undefined) {
+      // Its records are in messages.json now (or were already): whoever waits on them is done.
+      file.settle(seq)
+      files.delete(sessionId)
+      file.close()
+    }
+    journaled.delete(sessionId)
+    lastSpan.delete(sessionId)
+    const stampM = stampNow(join(dir, HISTORY_FILE))
+    remember(sessionId, historyState(stampM, noJournal, 0, text?.length ?? 0, state.current, always(text)))
+  })
 
   /** A fold that failed is said in the log; a session gone meanwhile is left alone. */
   const quietly = (sessionId: string) => (fold: Effect.Effect<void, StoreError>) =>
@@ -591,80 +589,118 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
    * Appends `patch` as the next record; the JSON after it, and the wait until it is on disk. `span`:
    * the caller's lock span, when it held the session's lock before this change.
    */
-  const append = (
+  const append = Effect.fnUntraced(function* (
     sessionId: string,
     state: HistoryState,
     current: { readonly json: unknown; readonly seq: number },
     patch: HistoryPatch,
     span: object | undefined
-  ) =>
-    Effect.gen(function* () {
-      const base = yield* deps.ready
-      const dir = join(base, sessionId)
-      const file = join(dir, HISTORY_JOURNAL)
-      const seq = current.seq + 1
-      const { line, payload } = recordLine(seq, patch)
-      // What a reader gets from the record: the patch as written, applied.
-      const applied = applyPatch(current.json, JSON.parse(payload) as HistoryPatch)
-      if (Either.isLeft(applied))
-        return yield* Effect.dieMessage(`history patch of ${sessionId} does not fit: ${applied.left}`)
-      const json = applied.right
-      const written = yield* Effect.tryPromise({
-        try: () => appendLine(sessionId, dir, deps.allowed(base, sessionId), state, current.seq, line, seq),
-        catch: (e): StoreError =>
-          errnoOf(e) === "ENOENT"
-            ? new SessionNotFound({ sessionId })
-            : errnoOf(e) === "ELOOP" || e instanceof OutsideError
-              ? new PathRefused({
-                  path: HISTORY_JOURNAL,
-                  reason: "leads out of its directory through a symlink"
-                })
-              : deps.io(file, "append to")(e)
-      }).pipe(Effect.tapError(() => Effect.sync(() => states.delete(keyOf(sessionId)))))
-      const next = historyState(
-        state.stampM,
-        {
-          stampJ: written.stamp,
-          journalIno: written.ino,
-          validBytes: written.size,
-          journalBytes: written.size
-        },
-        state.records + 1,
-        state.bytes - state.journalBytes + written.size,
-        currentOf(json, seq),
-        textOf(json, seq)
+  ) {
+    const base = yield* deps.ready
+    const dir = join(base, sessionId)
+    const file = join(dir, HISTORY_JOURNAL)
+    const seq = current.seq + 1
+    const { line, payload } = recordLine(seq, patch)
+    // What a reader gets from the record: the patch as written, applied.
+    const applied = applyPatch(current.json, JSON.parse(payload) as HistoryPatch)
+    if (Either.isLeft(applied))
+      return yield* Effect.dieMessage(`history patch of ${sessionId} does not fit: ${applied.left}`)
+    const json = applied.right
+    const written = yield* Effect.tryPromise({
+      try: () => appendLine(sessionId, dir, deps.allowed(base, sessionId), state, current.seq, line, seq),
+      catch: (e): StoreError =>
+        errnoOf(e) === "ENOENT"
+          ? new SessionNotFound({ sessionId })
+          : errnoOf(e) === "ELOOP" || e instanceof OutsideError
+            ? new PathRefused({
+                path: HISTORY_JOURNAL,
+                reason: "leads out of its directory through a symlink"
+              })
+            : deps.io(file, "append to")(e)
+    }).pipe(Effect.tapError(() => Effect.sync(() => states.delete(keyOf(sessionId)))))
+    const next = historyState(
+      state.stampM,
+      {
+        stampJ: written.stamp,
+        journalIno: written.ino,
+        validBytes: written.size,
+        journalBytes: written.size
+      },
+      state.records + 1,
+      state.bytes - state.journalBytes + written.size,
+      currentOf(json, seq),
+      textOf(json, seq)
+    )
+    remember(sessionId, next)
+    journaled.add(sessionId)
+    const first = span !== undefined && lastSpan.get(sessionId) !== span
+    if (span !== undefined) lastSpan.set(sessionId, span)
+    if (isDue(next))
+      yield* span === undefined
+        ? scheduleFold(sessionId, false)
+        : first
+          ? foldInSpan(sessionId)
+          : scheduleFold(sessionId, true)
+    const journal = written.journal
+    // The record's reference on its journal file is given back when its sync ends, whoever waits.
+    const settled = (synced: Promise<void>) =>
+      synced.then(
+        () => journal.release(),
+        (error: unknown) => {
+          // What is on disk is not known: read again, and start over with a new handle.
+          states.delete(keyOf(sessionId))
+          if (files.get(sessionId) === journal) files.delete(sessionId)
+          journal.release()
+          throw error
+        }
       )
-      remember(sessionId, next)
-      journaled.add(sessionId)
-      const first = span !== undefined && lastSpan.get(sessionId) !== span
-      if (span !== undefined) lastSpan.set(sessionId, span)
-      if (isDue(next))
-        yield* span === undefined
-          ? scheduleFold(sessionId, false)
-          : first
-            ? foldInSpan(sessionId)
-            : scheduleFold(sessionId, true)
-      const journal = written.journal
-      // The record's reference on its journal file is given back when its sync ends, whoever waits.
-      const settled = (synced: Promise<void>) =>
-        synced.then(
-          () => journal.release(),
-          (error: unknown) => {
-            // What is on disk is not known: read again, and start over with a new handle.
-            states.delete(keyOf(sessionId))
-            if (files.get(sessionId) === journal) files.delete(sessionId)
-            journal.release()
-            throw error
-          }
-        )
-      /** Starts the record's fdatasync (or joins the one running), once; the wait until it is on disk. */
-      const sync = (): Effect.Effect<void, StoreError> => {
-        const synced = settled(journal.until(seq))
-        synced.catch(() => {})
-        return Effect.tryPromise({ try: () => synced, catch: deps.io(file, "sync") })
-      }
-      return { json: json as unknown, sync }
-    })
+    /** Starts the record's fdatasync (or joins the one running), once; the wait until it is on disk. */
+    const sync = (): Effect.Effect<void, StoreError> => {
+      const synced = settled(journal.until(seq))
+      synced.catch(() => {})
+      return Effect.tryPromise({ try: () => synced, catch: deps.io(file, "sync") })
+    }
+    return { json: json as unknown, sync }
+  })
+
+  /** `update`: the step under the session's lock, then its fdatasync (deferred inside `deferSync`). */
+  function* updateBody<A, E>(
+    sessionId: string,
+    f: (json: unknown) => Effect.Effect<readonly [A, HistoryPatch | undefined], E>
+  ) {
+    const span = yield* deps.lockSpan(sessionId)
+    const step = yield* deps.withSessionLock(
+      sessionId,
+      Effect.gen(() => updateLocked(sessionId, f, span))
+    )
+    // Outside the lock (unless the caller holds it): appends meanwhile share the next fdatasync.
+    // Inside `deferSync` the caller awaits it later.
+    const synced = step.sync()
+    const deferred = yield* FiberRef.get(deferredSyncs)
+    if (deferred === undefined) yield* synced
+    else deferred.syncs.push(synced)
+    return [step.value, step.json] as const
+  }
+
+  /** `update`'s step under the session's lock. */
+  function* updateLocked<A, E>(
+    sessionId: string,
+    f: (json: unknown) => Effect.Effect<readonly [A, HistoryPatch | undefined], E>,
+    span: object | undefined
+  ) {
+    yield* checkSessionId(sessionId)
+    const state = yield* readState(sessionId)
+    const current = yield* fromEither(state.current())
+    const [value, patch] = yield* f(current.json)
+    if (patch === undefined) {
+      yield* sessionExists(sessionId)
+      return { value, json: current.json, sync: (): Effect.Effect<void, StoreError> => Effect.void }
+    }
+    return {
+      value,
+      ...(yield* Effect.uninterruptible(append(sessionId, state, current, patch, span)))
+    }
+  }
 
   return {
     settle,
@@ -678,34 +714,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     update: <A, E>(
       sessionId: string,
       f: (json: unknown) => Effect.Effect<readonly [A, HistoryPatch | undefined], E>
-    ): Effect.Effect<readonly [A, unknown], E | StoreError> =>
-      Effect.gen(function* () {
-        const span = yield* deps.lockSpan(sessionId)
-        const step = yield* deps.withSessionLock(
-          sessionId,
-          Effect.gen(function* () {
-            yield* checkSessionId(sessionId)
-            const state = yield* readState(sessionId)
-            const current = yield* fromEither(state.current())
-            const [value, patch] = yield* f(current.json)
-            if (patch === undefined) {
-              yield* sessionExists(sessionId)
-              return { value, json: current.json, sync: () => Effect.void }
-            }
-            return {
-              value,
-              ...(yield* Effect.uninterruptible(append(sessionId, state, current, patch, span)))
-            }
-          })
-        )
-        // Outside the lock (unless the caller holds it): appends meanwhile share the next fdatasync.
-        // Inside `deferSync` the caller awaits it later.
-        const synced = step.sync()
-        const deferred = yield* FiberRef.get(deferredSyncs)
-        if (deferred === undefined) yield* synced
-        else deferred.syncs.push(synced)
-        return [step.value, step.json] as const
-      }),
+    ): Effect.Effect<readonly [A, unknown], E | StoreError> => Effect.gen(() => updateBody(sessionId, f)),
     /**
      * Replaces the history with `text` (atomically), under the session's lock: the journal is folded
      * first, so a crash at any point leaves the old history or the new one.
