@@ -19,7 +19,7 @@
  * third session warmed to 200 turns and run traced (interleaved too), each stage's time in a turn
  * from its span (the gateway's traces have the same spans; tracing costs a little of each).
  */
-import { performance } from "node:perf_hooks"
+import { constants, PerformanceObserver, performance } from "node:perf_hooks"
 import { makeWarmSession } from "./warmSession.ts"
 
 const rounds = Math.max(1, Number(process.env.CTXO_BENCH_ROUNDS ?? 5))
@@ -125,6 +125,30 @@ console.log(
   `  by stage (the same turns of a third session warmed to ${WARM_TURNS}, traced; p50 of each stage's time in a turn): turn ${ms(tracedTurn)}; ${top.map(part).join(", ")}; the rest (the model's call, the wait for the input's fdatasync after the compile, memory promoted, the history's reads, the runtime between stages) ${ms(tracedTurn - top.reduce((n, name) => n + stage(name), 0))}`
 )
 console.log(`    the compile's stages: ${inCompile.map(part).join(", ")}`)
+
+// The collector: the main session's turns alone, every pause V8 reports while they run (a turn's
+// objects that outlive it are copied by the next scavenge and promoted by the one after: what a
+// scavenge pauses for, and what fills the old space the full collections sweep).
+const GC_TURNS = rounds * 60
+const pauses = { minor: [] as Array<number>, major: [] as Array<number> }
+const observer = new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    const kind = (entry as { readonly detail?: { readonly kind?: number } }).detail?.kind
+    if (kind === constants.NODE_PERFORMANCE_GC_MINOR) pauses.minor.push(entry.duration)
+    else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) pauses.major.push(entry.duration)
+  }
+})
+observer.observe({ entryTypes: ["gc"] })
+for (let i = 0; i < GC_TURNS; i++) await turn()
+await new Promise((resolve) => setTimeout(resolve, 20))
+observer.disconnect()
+const pauseRow = (list: ReadonlyArray<number>) =>
+  list.length === 0
+    ? "none"
+    : `${((100 * list.length) / GC_TURNS).toFixed(1)} per 100 turns, pause p50 ${ms(quantile(list, 0.5))}, max ${ms(Math.max(...list))}`
+console.log(
+  `  the collector over ${GC_TURNS} more turns of the first session alone: scavenges ${pauseRow(pauses.minor)}; full collections ${pauseRow(pauses.major)}`
+)
 await traced.dispose()
 await short.dispose()
 await dispose()
