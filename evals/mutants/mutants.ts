@@ -64,9 +64,9 @@ export const mutants: ReadonlyArray<Mutant> = [
     name: "rules-skipped-after-summary",
     bug: "CODE_LAW.md (rules) is skipped once history has a summary",
     file: "packages/compiler/src/ContextSource.ts",
-    find: "const file = findRulesFile(c.sessionFiles)\n      if (file === undefined) return []",
+    find: "const file = findRulesFile(c.sessionFiles)\n    if (file === undefined) return []",
     replace:
-      "const file = findRulesFile(c.sessionFiles)\n      if (file === undefined || c.summaries.length > 0) return []",
+      "const file = findRulesFile(c.sessionFiles)\n    if (file === undefined || c.summaries.length > 0) return []",
     catches: ["always-present"],
     sessions: COMPACTING
   },

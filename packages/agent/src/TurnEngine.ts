@@ -457,6 +457,31 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     const compileContext = Context.add(context, CompileCache.CompileCache, compileCache)
     const provide = <A, E>(effect: Effect.Effect<A, E, Needs>) => Effect.provide(effect, compileContext)
 
+    /** One tool step of `stepping` (its call, run and result), recorded whole or not at all by the caller. */
+    function* toolStep<E, R>(
+      sessionId: string,
+      turn: number,
+      first: boolean,
+      answer: ModelStep,
+      call: ToolCall,
+      runTool: Driver<E, R>["runTool"],
+      context: StepContext,
+      emit: (event: TurnEvent) => Effect.Effect<void>
+    ) {
+      yield* provide(
+        recordStep(sessionId, turn, {
+          ...(first && answer.text !== "" ? { text: answer.text } : {}),
+          ...(first && answer.usage !== undefined ? { usage: answer.usage } : {}),
+          toolCall: { callId: call.id, name: call.name, input: parseArguments(call.arguments) }
+        })
+      )
+      yield* emit({ type: "tool-call", id: call.id, name: call.name, arguments: call.arguments })
+      if (runTool === undefined) return
+      const result = yield* runTool(call, context)
+      yield* provide(recordToolResult(sessionId, turn, { callId: call.id, name: call.name }, result))
+      yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
+    }
+
     /** `steps`' work (a generator made once: see `manifestRead`); `undo.done` once the input was taken back out. */
     function* stepping<E, R>(
       sessionId: string,
@@ -554,20 +579,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           // A tool step (its call, run and result) is recorded whole or not at all: an
           // interruption (a client gone, shutdown) waits for it.
           yield* Effect.uninterruptible(
-            Effect.gen(function* () {
-              yield* provide(
-                recordStep(sessionId, turn, {
-                  ...(i === 0 && answer.text !== "" ? { text: answer.text } : {}),
-                  ...(i === 0 && answer.usage !== undefined ? { usage: answer.usage } : {}),
-                  toolCall: { callId: call.id, name: call.name, input: parseArguments(call.arguments) }
-                })
-              )
-              yield* emit({ type: "tool-call", id: call.id, name: call.name, arguments: call.arguments })
-              if (runTool === undefined) return
-              const result = yield* runTool(call, context)
-              yield* provide(recordToolResult(sessionId, turn, { callId: call.id, name: call.name }, result))
-              yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
-            })
+            Effect.gen(() => toolStep(sessionId, turn, i === 0, answer, call, runTool, context, emit))
           )
         }
         if (runTool === undefined)
@@ -843,6 +855,45 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           : Effect.zipRight(announce, run(Effect.void))
       })
     }
+    function* continuing<E, R>(
+      request: Parameters<Service["continueTurn"]>[0],
+      driver: Driver<E, R>,
+      options: TurnOptions,
+      loaded: Effect.Effect<HistoryDocument, HistoryError>,
+      leave: (doc: HistoryDocument) => void
+    ) {
+      const sid = request.sessionId
+      yield* requireActive(sid)
+      const manifest = yield* manifestOf(sid, options)
+      const { name: modelName, model } = yield* resolveModel(request, manifest, options)
+      yield* annotateSpan({ "ctxo.model": modelName })
+      const doc = yield* loaded
+      const running = turnsOf(doc.messages).at(-1)
+      const calls = new Map<string, string>()
+      const answered = new Set<string>()
+      for (const m of running?.messages ?? [])
+        for (const p of m.parts) {
+          if (p._tag === "tool-call") calls.set(p.callId, p.name)
+          if (p._tag === "tool-result") answered.add(p.callId)
+        }
+      if (running === undefined || running.finished)
+        return yield* Effect.fail(
+          new InvalidToolResults({ reason: "the session has no turn waiting for tool results" })
+        )
+      for (const r of request.results) {
+        const name = calls.get(r.callId)
+        if (name === undefined)
+          return yield* Effect.fail(
+            new InvalidToolResults({
+              reason: `tool result ${r.callId.slice(0, 120)} answers no tool call of the running turn`
+            })
+          )
+        if (answered.has(r.callId)) continue
+        yield* provide(recordToolResult(sid, running.turn, { callId: r.callId, name }, r.result))
+        answered.add(r.callId)
+      }
+      return yield* steps(sid, running.turn, manifest, model, modelName, driver, options, { leave })
+    }
     function* previewing(request: PreviewRequest) {
       if (request.dryRun === true) yield* requireActive(request.sessionId)
       // The session's last cut when the engine holds one for this history; a preview adds no
@@ -877,39 +928,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
 
     const continueTurn: Service["continueTurn"] = (request, driver, options) =>
       underLock("TurnEngine.continueTurn", request.sessionId, (loaded, leave) =>
-        Effect.gen(function* () {
-          const sid = request.sessionId
-          yield* requireActive(sid)
-          const manifest = yield* manifestOf(sid, options)
-          const { name: modelName, model } = yield* resolveModel(request, manifest, options)
-          yield* annotateSpan({ "ctxo.model": modelName })
-          const doc = yield* loaded
-          const running = turnsOf(doc.messages).at(-1)
-          const calls = new Map<string, string>()
-          const answered = new Set<string>()
-          for (const m of running?.messages ?? [])
-            for (const p of m.parts) {
-              if (p._tag === "tool-call") calls.set(p.callId, p.name)
-              if (p._tag === "tool-result") answered.add(p.callId)
-            }
-          if (running === undefined || running.finished)
-            return yield* Effect.fail(
-              new InvalidToolResults({ reason: "the session has no turn waiting for tool results" })
-            )
-          for (const r of request.results) {
-            const name = calls.get(r.callId)
-            if (name === undefined)
-              return yield* Effect.fail(
-                new InvalidToolResults({
-                  reason: `tool result ${r.callId.slice(0, 120)} answers no tool call of the running turn`
-                })
-              )
-            if (answered.has(r.callId)) continue
-            yield* provide(recordToolResult(sid, running.turn, { callId: r.callId, name }, r.result))
-            answered.add(r.callId)
-          }
-          return yield* steps(sid, running.turn, manifest, model, modelName, driver, options, { leave })
-        })
+        Effect.gen(() => continuing(request, driver, options, loaded, leave))
       )
 
     const preview: Service["preview"] = (request) =>

@@ -7,8 +7,10 @@
  * megabytes (README, the hot path's nineteenth round).
  *
  * How it is seen: a generator object's prototype is its function's own `prototype`, one object per
- * generator function. A supervisor notes the prototype of every generator a turn's fibers run; a
- * turn that runs a generator function made for it shows a prototype no turn before it showed.
+ * generator function. A supervisor notes the prototype of every generator a round of turns runs (a
+ * plain turn, a turn that runs a tool, one memory promotes, one that hands its tool calls to the
+ * client and the call that continues it; the journal folded every few records); a round that runs
+ * a generator function made for it shows a prototype no round before it showed.
  */
 
 import { cpSync, mkdtempSync, rmSync } from "node:fs"
@@ -61,7 +63,7 @@ const runtime = ManagedRuntime.make(
         TurnEngine.seamsLive,
         Summarizer.layerDeterministic,
         CompileCache.layer
-      ).pipe(Layer.provideMerge(Store.layer(data)))
+      ).pipe(Layer.provideMerge(Store.layer(data, { journal: { foldRecords: 6, foldDelayMs: 10 } })))
     )
   )
 )
@@ -72,24 +74,66 @@ afterAll(async () => {
 })
 
 const SESSION = "hot-path"
-const driver: TurnEngine.Driver = {
-  model: (compiled) =>
-    Effect.succeed({
-      text: `A token budget is the room a request has (${compiled.report.total ?? 0} tokens).`,
-      toolCalls: [],
-      usage: { inputTokens: compiled.report.total ?? 0, outputTokens: 12 }
-    })
+const options: TurnEngine.TurnOptions = { defaultModel: "gpt-4o", maxSteps: 4, format: "openai" }
+const answer = (compiled: { readonly report: { readonly total?: number | undefined } }) => ({
+  text: `A token budget is the room a request has (${compiled.report.total ?? 0} tokens).`,
+  toolCalls: [],
+  usage: { inputTokens: compiled.report.total ?? 0, outputTokens: 12 }
+})
+/** A tool call first (one a step), then the answer. */
+const callingTool = (context: TurnEngine.StepContext) => context.step === 1
+const toolCall = (turn: number): TurnEngine.ToolCall => ({
+  id: `call-${turn}`,
+  name: "read_file",
+  arguments: JSON.stringify({ path: "notes.md" })
+})
+const plain: TurnEngine.Driver = { model: (compiled) => Effect.succeed(answer(compiled)) }
+const withTool: TurnEngine.Driver = {
+  model: (compiled, context) =>
+    Effect.succeed(
+      callingTool(context) ? { text: "", toolCalls: [toolCall(context.turn)] } : answer(compiled)
+    ),
+  runTool: () =>
+    Effect.succeed({ status: "success" as const, text: "The notes say: a budget is shared by the sources." })
 }
-let number = 0
-/** One turn, its generators' prototypes noted by `supervisor` when given. */
-const turn = (supervisor?: GeneratorPrototypes) => {
-  const run = Effect.flatMap(TurnEngine.TurnEngine, (engine) =>
-    engine.turn(
-      { sessionId: SESSION, input: `Turn ${number++}: what is a token budget?`, model: "gpt-4o" },
-      driver,
-      { defaultModel: "gpt-4o", maxSteps: 4, format: "openai" }
+/** Tool calls handed to the client (no `runTool`): the turn waits for `continueTurn`. */
+const toClient: TurnEngine.Driver = {
+  model: (compiled, context) =>
+    Effect.succeed(
+      callingTool(context) ? { text: "", toolCalls: [toolCall(context.turn)] } : answer(compiled)
     )
+}
+
+let number = 0
+/** A round of the turns a session takes (a generator made once, as the code it tests makes them). */
+function* roundOfTurns() {
+  const engine = yield* TurnEngine.TurnEngine
+  const input = (text: string) => ({
+    sessionId: SESSION,
+    input: `Turn ${number++}: ${text}`,
+    model: "gpt-4o"
+  })
+  yield* engine.turn(input("what is a token budget?"), plain, options)
+  yield* engine.turn(input("read my notes on budgets."), withTool, options)
+  yield* engine.turn(input("remember: we decided to ship v2.1 on 2026-12-01."), plain, options)
+  const handed = yield* engine.turn(input("read my notes again."), toClient, options)
+  if (handed._tag !== "ToolCalls") throw new Error(`the turn answered instead of handing its tool calls over`)
+  yield* engine.continueTurn(
+    {
+      sessionId: SESSION,
+      model: "gpt-4o",
+      results: handed.toolCalls.map((c) => ({
+        callId: c.id,
+        result: { status: "success" as const, text: "Shared by the sources." }
+      }))
+    },
+    plain,
+    options
   )
+}
+/** A round of turns, its generators' prototypes noted by `supervisor` when given. */
+const round = (supervisor?: GeneratorPrototypes) => {
+  const run = Effect.gen(roundOfTurns)
   return runtime.runPromise(
     supervisor === undefined
       ? run
@@ -101,23 +145,23 @@ const turn = (supervisor?: GeneratorPrototypes) => {
 }
 
 describe("the turn's hot path", () => {
-  it("makes no generator function per turn: a turn runs only generators earlier turns ran", async () => {
+  it("makes no generator function per turn: a round of turns runs only generators earlier rounds ran", async () => {
     await runtime.runPromise(
       Effect.flatMap(Store.Store, (store) => store.createSession({ id: SESSION, concept: "hot path" }))
     )
-    // Past the first turns' one-time paths (the session's first read, memory's first entries).
-    for (let i = 0; i < 4; i++) await turn()
+    // Past the first rounds' one-time paths (the session's first reads, memory's first entries).
+    for (let i = 0; i < 2; i++) await round()
     const earlier = new GeneratorPrototypes()
-    for (let i = 0; i < 3; i++) await turn(earlier)
-    // Not a vacuous pass: the supervisor sees the turn's generators.
-    expect(earlier.seen.size).toBeGreaterThan(15)
+    for (let i = 0; i < 2; i++) await round(earlier)
     const later = new GeneratorPrototypes()
-    await turn(later)
-    await turn(later)
+    await round(later)
+    // Not a vacuous pass: the supervisor sees the rounds' generators.
+    expect(earlier.seen.size).toBeGreaterThan(15)
+    expect(later.seen.size).toBeGreaterThan(15)
     const made = [...later.seen].filter((prototype) => !earlier.seen.has(prototype))
     expect(
       made.length,
-      `${made.length} of the ${later.seen.size} generators the last two turns ran are of generator functions made for them (a per-call Effect.gen(function* ...) on the turn's path; make it once: Effect.fnUntraced, or a generator function the call passes its values to)`
+      `${made.length} of the ${later.seen.size} generators the last round of turns ran are of generator functions made for them (a per-call Effect.gen(function* ...) on a turn's path; make it once: Effect.fnUntraced, or a generator function the call passes its values to)`
     ).toBe(0)
   })
 })

@@ -75,37 +75,44 @@ export const recordToolResult = (
   result: RawToolResult,
   limits?: Partial<CompressionLimits>
 ): Effect.Effect<Message, HistoryError, HistoryStore> =>
-  Effect.gen(function* () {
-    const store = yield* HistoryStore
-    const compressed = compressToolResult(call.name, result, limits)
-    const full = compressed.truncated
-      ? yield* store.saveFullResult(sessionId, call.callId, result)
-      : undefined
-    const data =
-      full !== undefined &&
-      typeof compressed.data === "object" &&
-      compressed.data !== null &&
-      !Array.isArray(compressed.data)
-        ? { ...compressed.data, readBack: `full result: read_file ${full}` }
-        : full !== undefined
-          ? { content: compressed.data, readBack: `full result: read_file ${full}` }
-          : compressed.data
-    return yield* store.modify(sessionId, (doc) => {
-      const { doc: next, message } = appendToolResult(doc, turn, {
-        callId: call.callId,
-        name: call.name,
-        status: compressed.status,
-        ...(data === undefined ? {} : { data }),
-        ...(compressed.error === undefined ? {} : { error: compressed.error }),
-        ...(full === undefined ? {} : { full })
-      })
-      return Effect.succeed([message, next] as const)
-    })
-  }).pipe(
+  Effect.gen(() => recordingToolResult(sessionId, turn, call, result, limits)).pipe(
     withSpan("Recorder.recordToolResult", {
       attributes: { "ctxo.session": sessionId, "ctxo.turn": turn }
     })
   )
+
+/** `recordToolResult`'s work: a generator made once (V8 keeps what a generator function made per call closes over until a full collection). */
+function* recordingToolResult(
+  sessionId: string,
+  turn: number,
+  call: { readonly callId: string; readonly name: string },
+  result: RawToolResult,
+  limits: Partial<CompressionLimits> | undefined
+) {
+  const store = yield* HistoryStore
+  const compressed = compressToolResult(call.name, result, limits)
+  const full = compressed.truncated ? yield* store.saveFullResult(sessionId, call.callId, result) : undefined
+  const data =
+    full !== undefined &&
+    typeof compressed.data === "object" &&
+    compressed.data !== null &&
+    !Array.isArray(compressed.data)
+      ? { ...compressed.data, readBack: `full result: read_file ${full}` }
+      : full !== undefined
+        ? { content: compressed.data, readBack: `full result: read_file ${full}` }
+        : compressed.data
+  return yield* store.modify(sessionId, (doc) => {
+    const { doc: next, message } = appendToolResult(doc, turn, {
+      callId: call.callId,
+      name: call.name,
+      status: compressed.status,
+      ...(data === undefined ? {} : { data }),
+      ...(compressed.error === undefined ? {} : { error: compressed.error }),
+      ...(full === undefined ? {} : { full })
+    })
+    return Effect.succeed([message, next] as const)
+  })
+}
 
 /** Records the turn's answer; the answer, and the history it ends (what a read would give back now). */
 export const endTurn = (

@@ -575,6 +575,18 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
     return entries
   })
 
+  /** A session's memory.json updated (its entries through `update`), written when they changed. */
+  const updatingMemory = Effect.fnUntraced(function* (
+    sessionId: string,
+    update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
+  ) {
+    yield* getSession(sessionId)
+    const before = yield* readSessionMemory(sessionId)
+    const after = update(before)
+    if (after !== before) yield* writeSessionFile(sessionId, MEMORY_FILE, jsonText(after))
+    return after
+  })
+
   const getSession = Effect.fnUntraced(function* (id: string) {
     yield* checkSessionId(id)
     const found = (yield* readIndex).find((r) => r.id === id)
@@ -946,17 +958,7 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
         })
       ),
     readMemory: (sessionId) => Effect.zipRight(getSession(sessionId), readSessionMemory(sessionId)),
-    updateMemory: (sessionId, update) =>
-      withSessionLock(
-        sessionId,
-        Effect.gen(function* () {
-          yield* getSession(sessionId)
-          const before = yield* readSessionMemory(sessionId)
-          const after = update(before)
-          if (after !== before) yield* writeSessionFile(sessionId, MEMORY_FILE, jsonText(after))
-          return after
-        })
-      ),
+    updateMemory: (sessionId, update) => withSessionLock(sessionId, updatingMemory(sessionId, update)),
     readGlobalMemory,
     updateGlobalMemory: (update) =>
       globalMemoryLock.withPermits(1)(
