@@ -205,20 +205,19 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
       SELECT id, concept, created_at, state, state_changed_at, metadata
       FROM ctxo_sessions WHERE tenant = ${tenant} ORDER BY position`
   )
-  const getSession = (id: string) =>
-    Effect.gen(function* () {
-      yield* checkSessionId(id)
-      const rows = yield* q(
-        id,
-        "read",
-        sql<SessionRow>`
+  const getSession = Effect.fnUntraced(function* (id: string) {
+    yield* checkSessionId(id)
+    const rows = yield* q(
+      id,
+      "read",
+      sql<SessionRow>`
           SELECT id, concept, created_at, state, state_changed_at, metadata
           FROM ctxo_sessions WHERE tenant = ${tenant} AND id = ${id}`
-      )
-      const row = rows[0]
-      if (row === undefined) return yield* new SessionNotFound({ sessionId: id })
-      return recordOf(row)
-    })
+    )
+    const row = rows[0]
+    if (row === undefined) return yield* new SessionNotFound({ sessionId: id })
+    return recordOf(row)
+  })
   const sessionExists = (id: string) =>
     Effect.map(
       q(
@@ -263,13 +262,12 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
           : { text: byteText(rows[0].content), modifiedAt: rows[0].modified_at.toISOString() }
     )
   /** Writes a file of an existing session (its lock held); the time it was written. */
-  const putFile = (sessionId: string, clean: string, text: string) =>
-    Effect.gen(function* () {
-      const bytes = Buffer.from(text, "utf8")
-      const rows = yield* q(
-        `${sessionId}/${clean}`,
-        "write",
-        sql<{ readonly modified_at: Date }>`
+  const putFile = Effect.fnUntraced(function* (sessionId: string, clean: string, text: string) {
+    const bytes = Buffer.from(text, "utf8")
+    const rows = yield* q(
+      `${sessionId}/${clean}`,
+      "write",
+      sql<{ readonly modified_at: Date }>`
           INSERT INTO ctxo_files (tenant, session_id, path, content, version, size)
           SELECT ${tenant}, ${sessionId}, ${clean}, ${bytes}, ${versionOf(text)}, ${bytes.length}
           WHERE EXISTS (SELECT 1 FROM ctxo_sessions WHERE tenant = ${tenant} AND id = ${sessionId})
@@ -277,33 +275,32 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
             SET content = excluded.content, version = excluded.version, size = excluded.size,
                 modified_at = now()
           RETURNING modified_at`
-      )
-      if (rows[0] === undefined) return yield* new SessionNotFound({ sessionId })
-      return rows[0].modified_at.toISOString()
-    })
+    )
+    if (rows[0] === undefined) return yield* new SessionNotFound({ sessionId })
+    return rows[0].modified_at.toISOString()
+  })
   /** The file store's refusals of a path whose parts are files, or that is a directory of files. */
-  const pathConflict = (sessionId: string, clean: string) =>
-    Effect.gen(function* () {
-      const segments = clean.split("/")
-      const parents = segments.slice(0, -1).map((_, i) => segments.slice(0, i + 1).join("/"))
-      const rows = yield* q(
-        `${sessionId}/${clean}`,
-        "write",
-        sql<{ readonly parent: boolean }>`
+  const pathConflict = Effect.fnUntraced(function* (sessionId: string, clean: string) {
+    const segments = clean.split("/")
+    const parents = segments.slice(0, -1).map((_, i) => segments.slice(0, i + 1).join("/"))
+    const rows = yield* q(
+      `${sessionId}/${clean}`,
+      "write",
+      sql<{ readonly parent: boolean }>`
           SELECT path = ANY(${parents}::text[]) AS parent FROM ctxo_files
           WHERE tenant = ${tenant} AND session_id = ${sessionId}
             AND (path = ANY(${parents}::text[]) OR starts_with(path, ${`${clean}/`}))
           LIMIT 1`
-      )
-      const row = rows[0]
-      if (row === undefined) return
-      return yield* new PathRefused({
-        path: clean,
-        reason: row.parent
-          ? "a part of the path is a file, not a directory"
-          : "a directory is in the way of the file"
-      })
+    )
+    const row = rows[0]
+    if (row === undefined) return
+    return yield* new PathRefused({
+      path: clean,
+      reason: row.parent
+        ? "a part of the path is a file, not a directory"
+        : "a directory is in the way of the file"
     })
+  })
   const infoOf = (clean: string, text: string, modifiedAt: string): FileInfo => ({
     path: clean,
     size: Buffer.byteLength(text, "utf8"),
@@ -340,63 +337,62 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
     readonly modified_at: Date
   }
   /** The history as it is in the database now, from what this process holds when it is current. */
-  const loadHistory = (sessionId: string) =>
-    Effect.gen(function* () {
-      const cached = histories.get(sessionId)
-      const heads = yield* q(
-        historyFile(sessionId),
-        "read",
-        sql<HistoryHead>`
+  const loadHistory = Effect.fnUntraced(function* (sessionId: string) {
+    const cached = histories.get(sessionId)
+    const heads = yield* q(
+      historyFile(sessionId),
+      "read",
+      sql<HistoryHead>`
           SELECT seq, fields, messages_at, message_count, raw, modified_at FROM ctxo_histories
           WHERE tenant = ${tenant} AND session_id = ${sessionId}`
-      )
-      const head = heads[0]
-      if (head === undefined) {
-        histories.delete(sessionId)
-        return undefined
+    )
+    const head = heads[0]
+    if (head === undefined) {
+      histories.delete(sessionId)
+      return undefined
+    }
+    const seq = Number(head.seq)
+    if (cached !== undefined && cached.seq === seq) return cached
+    const modifiedAt = head.modified_at.toISOString()
+    if (head.raw !== null) {
+      const text = head.raw
+      let json: unknown
+      try {
+        json = JSON.parse(text)
+      } catch (e) {
+        return yield* corrupt(sessionId, e)
       }
-      const seq = Number(head.seq)
-      if (cached !== undefined && cached.seq === seq) return cached
-      const modifiedAt = head.modified_at.toISOString()
-      if (head.raw !== null) {
-        const text = head.raw
-        let json: unknown
-        try {
-          json = JSON.parse(text)
-        } catch (e) {
-          return yield* corrupt(sessionId, e)
-        }
-        // A whole document written with the journal's number (a file store's): read without it.
-        const plain = Either.getOrThrow(foldJournal(json, [])).json
-        return remember(sessionId, { seq, json: plain, text, messages: undefined, modifiedAt })
-      }
-      // The messages written since what this process holds, else all of them.
-      const since = cached?.messages === undefined ? 0 : cached.seq
-      const rows = yield* q(
-        historyFile(sessionId),
-        "read",
-        sql<{ readonly idx: number; readonly message: unknown }>`
+      // A whole document written with the journal's number (a file store's): read without it.
+      const plain = Either.getOrThrow(foldJournal(json, [])).json
+      return remember(sessionId, { seq, json: plain, text, messages: undefined, modifiedAt })
+    }
+    // The messages written since what this process holds, else all of them.
+    const since = cached?.messages === undefined ? 0 : cached.seq
+    const rows = yield* q(
+      historyFile(sessionId),
+      "read",
+      sql<{ readonly idx: number; readonly message: unknown }>`
           SELECT idx, message FROM ctxo_history_messages
           WHERE tenant = ${tenant} AND session_id = ${sessionId} AND written_seq > ${since}
           ORDER BY idx`
-      )
-      const first = rows[0]?.idx ?? head.message_count
-      const kept = since === 0 ? [] : (cached?.messages ?? []).slice(0, Math.min(first, head.message_count))
-      let messages: ReadonlyArray<unknown> = kept.concat(rows.map((r) => r.message))
-      if (messages.length !== head.message_count || (since === 0 && first !== 0 && head.message_count > 0)) {
-        // What this process held is not a prefix of it (rewritten meanwhile): all of it.
-        const all = yield* q(
-          historyFile(sessionId),
-          "read",
-          sql<{ readonly message: unknown }>`
+    )
+    const first = rows[0]?.idx ?? head.message_count
+    const kept = since === 0 ? [] : (cached?.messages ?? []).slice(0, Math.min(first, head.message_count))
+    let messages: ReadonlyArray<unknown> = kept.concat(rows.map((r) => r.message))
+    if (messages.length !== head.message_count || (since === 0 && first !== 0 && head.message_count > 0)) {
+      // What this process held is not a prefix of it (rewritten meanwhile): all of it.
+      const all = yield* q(
+        historyFile(sessionId),
+        "read",
+        sql<{ readonly message: unknown }>`
             SELECT message FROM ctxo_history_messages
             WHERE tenant = ${tenant} AND session_id = ${sessionId} ORDER BY idx`
-        )
-        messages = all.map((r) => r.message)
-      }
-      const json = documentOf(head.fields, head.messages_at, messages)
-      return remember(sessionId, { seq, json, text: jsonText(json), messages, modifiedAt })
-    })
+      )
+      messages = all.map((r) => r.message)
+    }
+    const json = documentOf(head.fields, head.messages_at, messages)
+    return remember(sessionId, { seq, json, text: jsonText(json), messages, modifiedAt })
+  })
 
   /** Writes the history whole (its lock held, the session there): structured when it is a v1 document. */
   const putHistory = (sessionId: string, json: unknown, raw: string | undefined) =>
@@ -462,17 +458,20 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
    * before it returns. The messages from the change's first one are written over their rows, the
    * rows past the new end deleted, and `seq` moves on.
    */
-  const appendChange = (sessionId: string, patch: HistoryPatch, next: Record<string, unknown>) =>
-    Effect.gen(function* () {
-      const changed = patch.set !== undefined && Object.keys(patch.set).length > 0
-      const { fields, messagesAt } = fieldsOf(next)
-      const count = patch.keep + patch.messages.length
-      const indexes = patch.messages.map((_, i) => patch.keep + i)
-      const texts = patch.messages.map((m) => JSON.stringify(m))
-      const rows = yield* q(
-        historyFile(sessionId),
-        "append to",
-        sql<{ readonly seq: string; readonly modified_at: Date }>`
+  const appendChange = Effect.fnUntraced(function* (
+    sessionId: string,
+    patch: HistoryPatch,
+    next: Record<string, unknown>
+  ) {
+    const changed = patch.set !== undefined && Object.keys(patch.set).length > 0
+    const { fields, messagesAt } = fieldsOf(next)
+    const count = patch.keep + patch.messages.length
+    const indexes = patch.messages.map((_, i) => patch.keep + i)
+    const texts = patch.messages.map((m) => JSON.stringify(m))
+    const rows = yield* q(
+      historyFile(sessionId),
+      "append to",
+      sql<{ readonly seq: string; readonly modified_at: Date }>`
           WITH head AS (
             UPDATE ctxo_histories
             SET seq = nextval('ctxo_history_seq'), message_count = ${count}, modified_at = now(),
@@ -492,76 +491,77 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
               SET message = excluded.message, written_seq = excluded.written_seq
           )
           SELECT seq, modified_at FROM head`
-      )
-      return rows[0] === undefined
-        ? undefined
-        : { seq: Number(rows[0].seq), modifiedAt: rows[0].modified_at.toISOString() }
-    })
+    )
+    return rows[0] === undefined
+      ? undefined
+      : { seq: Number(rows[0].seq), modifiedAt: rows[0].modified_at.toISOString() }
+  })
 
   const readHistoryText = (sessionId: string) => Effect.map(loadHistory(sessionId), (entry) => entry?.text)
 
   // --- reads for the compiler
   const cleanFor = (scope: "global" | "session", path: string) =>
     scope === "global" ? fromEither(cleanGlobalPath(path)) : checkPath(path)
-  const read = (scope: "global" | "session", sessionId: string, path: string) =>
-    Effect.gen(function* () {
+  const read = Effect.fnUntraced(function* (scope: "global" | "session", sessionId: string, path: string) {
+    const clean = yield* cleanFor(scope, path)
+    if (scope === "global") return (yield* globalRow(clean))?.text
+    yield* checkSessionId(sessionId)
+    const refused = readRefusal(clean)
+    if (refused !== undefined) return yield* refused
+    if (clean === HISTORY_FILE) return yield* readHistoryText(sessionId)
+    return (yield* fileRow(sessionId, clean))?.text
+  })
+  const readMany = Effect.fnUntraced(function* (
+    scope: "global" | "session",
+    sessionId: string,
+    paths: ReadonlyArray<string>
+  ) {
+    const cleans: Array<string> = []
+    for (const path of paths) {
       const clean = yield* cleanFor(scope, path)
-      if (scope === "global") return (yield* globalRow(clean))?.text
-      yield* checkSessionId(sessionId)
-      const refused = readRefusal(clean)
-      if (refused !== undefined) return yield* refused
-      if (clean === HISTORY_FILE) return yield* readHistoryText(sessionId)
-      return (yield* fileRow(sessionId, clean))?.text
-    })
-  const readMany = (scope: "global" | "session", sessionId: string, paths: ReadonlyArray<string>) =>
-    Effect.gen(function* () {
-      const cleans: Array<string> = []
-      for (const path of paths) {
-        const clean = yield* cleanFor(scope, path)
-        if (scope === "session") {
-          yield* checkSessionId(sessionId)
-          const refused = readRefusal(clean)
-          if (refused !== undefined) return yield* refused
-        }
-        cleans.push(clean)
+      if (scope === "session") {
+        yield* checkSessionId(sessionId)
+        const refused = readRefusal(clean)
+        if (refused !== undefined) return yield* refused
       }
-      const wanted = cleans.filter((c) => scope === "global" || c !== HISTORY_FILE)
-      const rows =
-        wanted.length === 0
-          ? []
-          : scope === "global"
-            ? yield* q(
-                "(global files)",
-                "read",
-                sql<{ readonly path: string; readonly content: Uint8Array }>`
+      cleans.push(clean)
+    }
+    const wanted = cleans.filter((c) => scope === "global" || c !== HISTORY_FILE)
+    const rows =
+      wanted.length === 0
+        ? []
+        : scope === "global"
+          ? yield* q(
+              "(global files)",
+              "read",
+              sql<{ readonly path: string; readonly content: Uint8Array }>`
                   SELECT name AS path, content FROM ctxo_global_files
                   WHERE tenant = ${tenant} AND name = ANY(${wanted}::text[])`
-              )
-            : yield* q(
-                sessionId,
-                "read",
-                sql<{ readonly path: string; readonly content: Uint8Array }>`
+            )
+          : yield* q(
+              sessionId,
+              "read",
+              sql<{ readonly path: string; readonly content: Uint8Array }>`
                   SELECT path, content FROM ctxo_files
                   WHERE tenant = ${tenant} AND session_id = ${sessionId} AND path = ANY(${wanted}::text[])`
-              )
-      const texts = new Map(rows.map((r) => [r.path, byteText(r.content)]))
-      const history =
-        scope === "session" && cleans.includes(HISTORY_FILE) ? yield* readHistoryText(sessionId) : undefined
-      return cleans.map((c) => (scope === "session" && c === HISTORY_FILE ? history : texts.get(c)))
-    })
-  const listSession = (sessionId: string) =>
-    Effect.gen(function* () {
-      yield* checkSessionId(sessionId)
-      const rows = yield* q(
-        sessionId,
-        "list",
-        sql<{ readonly path: string }>`
+            )
+    const texts = new Map(rows.map((r) => [r.path, byteText(r.content)]))
+    const history =
+      scope === "session" && cleans.includes(HISTORY_FILE) ? yield* readHistoryText(sessionId) : undefined
+    return cleans.map((c) => (scope === "session" && c === HISTORY_FILE ? history : texts.get(c)))
+  })
+  const listSession = Effect.fnUntraced(function* (sessionId: string) {
+    yield* checkSessionId(sessionId)
+    const rows = yield* q(
+      sessionId,
+      "list",
+      sql<{ readonly path: string }>`
           SELECT path FROM ctxo_files WHERE tenant = ${tenant} AND session_id = ${sessionId}
           UNION ALL
           SELECT ${HISTORY_FILE} FROM ctxo_histories WHERE tenant = ${tenant} AND session_id = ${sessionId}`
-      )
-      return sorted(rows.map((r) => r.path).filter(listed))
-    })
+    )
+    return sorted(rows.map((r) => r.path).filter(listed))
+  })
   const listGlobal = Effect.map(
     q(
       "(global files)",
@@ -610,6 +610,56 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
         ? Effect.succeed([] as ReadonlyArray<MemoryEntry>)
         : memoryOf(sessionId, row.text, `${sessionId}/${MEMORY_FILE}`)
     )
+
+  /** `updateHistory` under the session's lock: a generator made once (V8 keeps what one made per call closes over until a full collection). */
+  function* updatingHistory<A, E>(
+    sessionId: string,
+    f: (json: unknown) => Effect.Effect<readonly [A, HistoryPatch | undefined], E>
+  ) {
+    yield* checkSessionId(sessionId)
+    const current = yield* loadHistory(sessionId)
+    const json = current?.json
+    const [value, patch] = yield* f(json)
+    if (patch === undefined) {
+      yield* requireSession(sessionId)
+      return [value, json] as const
+    }
+    // The patch as a reader of its JSON text gets it, applied.
+    const applied = applyPatch(json, JSON.parse(JSON.stringify(patch)) as HistoryPatch)
+    if (Either.isLeft(applied))
+      return yield* Effect.dieMessage(`history patch of ${sessionId} does not fit: ${applied.left}`)
+    const next = applied.right
+    const messages = next.messages as ReadonlyArray<unknown>
+    const written =
+      current?.messages !== undefined
+        ? yield* appendChange(sessionId, patch, next)
+        : yield* putHistory(sessionId, next, undefined)
+    if (written === undefined) {
+      // Rewritten whole meanwhile (not by a holder of the lock): read again, write whole.
+      histories.delete(sessionId)
+      return yield* Effect.dieMessage(`the history of ${sessionId} changed under its lock`)
+    }
+    remember(sessionId, {
+      seq: written.seq,
+      json: next,
+      text: jsonText(next),
+      messages,
+      modifiedAt: written.modifiedAt
+    })
+    return [value, next as unknown] as const
+  }
+
+  /** A session's memory updated (its entries through `update`), written when they changed. */
+  const updatingMemory = Effect.fnUntraced(function* (
+    sessionId: string,
+    update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
+  ) {
+    yield* getSession(sessionId)
+    const before = yield* readSessionMemory(sessionId)
+    const after = update(before)
+    if (after !== before) yield* putFile(sessionId, MEMORY_FILE, jsonText(after))
+    return after
+  })
 
   const service: Service = {
     root,
@@ -789,50 +839,17 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
             })
         })
       ),
-    readHistoryJson: (sessionId) =>
-      Effect.gen(function* () {
-        yield* checkSessionId(sessionId)
-        return (yield* loadHistory(sessionId))?.json
-      }),
+    readHistoryJson: Effect.fnUntraced(function* (sessionId: string) {
+      yield* checkSessionId(sessionId)
+      return (yield* loadHistory(sessionId))?.json
+    }),
     updateHistory: <A, E>(
       sessionId: string,
       f: (json: unknown) => Effect.Effect<readonly [A, HistoryPatch | undefined], E>
     ) =>
       withSessionLock(
         sessionId,
-        Effect.gen(function* () {
-          yield* checkSessionId(sessionId)
-          const current = yield* loadHistory(sessionId)
-          const json = current?.json
-          const [value, patch] = yield* f(json)
-          if (patch === undefined) {
-            yield* requireSession(sessionId)
-            return [value, json] as const
-          }
-          // The patch as a reader of its JSON text gets it, applied.
-          const applied = applyPatch(json, JSON.parse(JSON.stringify(patch)) as HistoryPatch)
-          if (Either.isLeft(applied))
-            return yield* Effect.dieMessage(`history patch of ${sessionId} does not fit: ${applied.left}`)
-          const next = applied.right
-          const messages = next.messages as ReadonlyArray<unknown>
-          const written =
-            current?.messages !== undefined
-              ? yield* appendChange(sessionId, patch, next)
-              : yield* putHistory(sessionId, next, undefined)
-          if (written === undefined) {
-            // Rewritten whole meanwhile (not by a holder of the lock): read again, write whole.
-            histories.delete(sessionId)
-            return yield* Effect.dieMessage(`the history of ${sessionId} changed under its lock`)
-          }
-          remember(sessionId, {
-            seq: written.seq,
-            json: next,
-            text: jsonText(next),
-            messages,
-            modifiedAt: written.modifiedAt
-          })
-          return [value, next as unknown] as const
-        })
+        Effect.gen(() => updatingHistory(sessionId, f))
       ),
     writeToolResult: (sessionId, callId, text) =>
       withSessionLock(
@@ -861,17 +878,7 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
         })
       ),
     readMemory: (sessionId) => Effect.zipRight(getSession(sessionId), readSessionMemory(sessionId)),
-    updateMemory: (sessionId, update) =>
-      withSessionLock(
-        sessionId,
-        Effect.gen(function* () {
-          yield* getSession(sessionId)
-          const before = yield* readSessionMemory(sessionId)
-          const after = update(before)
-          if (after !== before) yield* putFile(sessionId, MEMORY_FILE, jsonText(after))
-          return after
-        })
-      ),
+    updateMemory: (sessionId, update) => withSessionLock(sessionId, updatingMemory(sessionId, update)),
     readGlobalMemory,
     updateGlobalMemory: (update) =>
       // One transaction holding the row: processes changing the root's memory take turns.
