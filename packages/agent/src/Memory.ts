@@ -160,9 +160,39 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
     const store = yield* Store
     const nowIso = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
 
-    // Generators made once per service, not per call (see `@ctxo/agent/TurnEngine`'s note: V8 keeps
-    // what a generator function made per call closes over until a full collection).
-    function* documentRead(sessionId: string, key: string) {
+    // A session's finished turns, made once per history document (the history store hands back
+    // the same document while the session is unchanged; without one in the context, the store's
+    // text is decoded once per text), and each finished turn's importance once while its messages
+    // are the same objects (a new turn scores only itself).
+    const decoded = store.cache.holder<{
+      readonly doc: HistoryDocument
+      readonly turns: ReadonlyArray<Turn>
+    }>("memory turns")
+    const scored = new WeakMap<
+      Message,
+      { readonly turn: Turn; readonly score: ReturnType<typeof importanceOf> }
+    >()
+    const importance = (turn: Turn) => {
+      const last = turn.messages[turn.messages.length - 1]!
+      const hit = scored.get(last)
+      if (
+        hit !== undefined &&
+        (hit.turn === turn ||
+          (hit.turn.messages.length === turn.messages.length &&
+            hit.turn.messages.every((m, i) => m === turn.messages[i])))
+      )
+        return hit.score
+      const score = importanceOf(turn)
+      scored.set(last, { turn, score })
+      return score
+    }
+    const texts = store.cache.holder<{ readonly text: string; readonly doc: HistoryDocument }>(
+      "memory history"
+    )
+    // The per-call work below runs generators made once, here (`Effect.fnUntraced`), not one per call:
+    // V8 keeps what a generator function made per call closes over until a full collection
+    // (`test/HotPath.test.ts`).
+    const documentOf = Effect.fnUntraced(function* (sessionId: string, key: string) {
       const history = yield* Effect.serviceOption(HistoryStore)
       if (Option.isSome(history))
         return yield* history.value
@@ -182,8 +212,8 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
       )
       texts.set(key, { text, doc })
       return doc
-    }
-    function* sessionTurns(sessionId: string, given: HistoryDocument | undefined) {
+    })
+    const turnsOfSession = Effect.fnUntraced(function* (sessionId: string, given?: HistoryDocument) {
       const key = SessionCache.keyOf(yield* store.scope, sessionId)
       const doc = given ?? (yield* documentOf(sessionId, key))
       if (doc === undefined) return [] as ReadonlyArray<Turn>
@@ -197,11 +227,33 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
       const turns = turnsOf(messages).filter((t) => t.finished)
       decoded.set(key, { doc, turns })
       return turns
+    })
+
+    const l2EntryOf = (sessionId: string, turn: Turn, at: string, pinned: boolean): MemoryEntry => {
+      const { score, reasons } = importance(turn)
+      return {
+        id: l2Id(sessionId, turn.turn),
+        level: "L2",
+        text: turnMemoryText(turn, settings.maxText),
+        importance: score,
+        reasons: pinned && !reasons.includes("pinned") ? [...reasons, "pinned in L1"] : reasons,
+        sources: [{ session: sessionId, turn: turn.turn }],
+        createdAt: turnTime(turn) ?? at,
+        updatedAt: at,
+        ...(pinned ? { pinned: true } : {})
+      }
     }
-    function* syncing(
+
+    // Turns found not due against a session's entries (under the threshold, or promoted already),
+    // by that list: the store hands back the same list while memory.json is unchanged, so a sync
+    // after one more turn checks that turn alone. A turn is one session's (its own object), and an
+    // empty list holds no promotion, so every empty list shares one key.
+    const notDue = new WeakMap<object, WeakSet<Turn>>()
+    const noEntries = {}
+    const sync: Service["sync"] = Effect.fnUntraced(function* (
       sessionId: string,
-      given: HistoryDocument | undefined,
-      options: { readonly beforeWrite?: Effect.Effect<void, StoreError> | undefined }
+      given?: HistoryDocument,
+      options: { readonly beforeWrite?: Effect.Effect<void, StoreError> | undefined } = {}
     ) {
       const turns = yield* turnsOfSession(sessionId, given)
       const at = yield* nowIso
@@ -243,8 +295,13 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
       }
       const entries = yield* store.updateMemory(sessionId, promoted)
       return entries.filter((e) => e.level === "L2")
-    }
-    function* sessionEntries(sessionId: string, level: "L1" | "L2", options: ListOptions) {
+    })
+
+    const session: Service["session"] = Effect.fnUntraced(function* (
+      sessionId: string,
+      level: "L1" | "L2",
+      options: ListOptions = {}
+    ) {
       const now = yield* Clock.currentTimeMillis
       if (level === "L2") return (yield* sync(sessionId)).map(view(settings, now)).filter(visible(options))
       const turns = (yield* turnsOfSession(sessionId)).slice(-settings.l1Turns)
@@ -272,84 +329,7 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
           return view(settings, now)(entry)
         })
         .filter(visible(options))
-    }
-    function* sourcesOf(sessionId: string) {
-      const now = yield* Clock.currentTimeMillis
-      const live = (e: MemoryEntry) => e.deletedAt === undefined && !isExpired(e, settings, now)
-      const l2 = (yield* store.readMemory(sessionId)).filter((e) => e.level === "L2" && live(e))
-      const rest = (yield* store.readGlobalMemory).filter((e) => live(e))
-      // L4 holds what L3 held when it was persisted: one item per text, the L3 one while it lives.
-      const l3Texts = new Set(rest.filter((e) => e.level === "L3").map((e) => e.id.slice(3)))
-      return [...l2, ...rest.filter((e) => e.level === "L3" || !l3Texts.has(e.id.slice(3)))].map(
-        (e): MemoryItem => ({
-          id: e.id,
-          level: e.level as MemoryItem["level"],
-          text: e.text,
-          importance: e.importance,
-          sources: e.sources
-        })
-      )
-    }
-
-    // A session's finished turns, made once per history document (the history store hands back
-    // the same document while the session is unchanged; without one in the context, the store's
-    // text is decoded once per text), and each finished turn's importance once while its messages
-    // are the same objects (a new turn scores only itself).
-    const decoded = store.cache.holder<{
-      readonly doc: HistoryDocument
-      readonly turns: ReadonlyArray<Turn>
-    }>("memory turns")
-    const scored = new WeakMap<
-      Message,
-      { readonly turn: Turn; readonly score: ReturnType<typeof importanceOf> }
-    >()
-    const importance = (turn: Turn) => {
-      const last = turn.messages[turn.messages.length - 1]!
-      const hit = scored.get(last)
-      if (
-        hit !== undefined &&
-        (hit.turn === turn ||
-          (hit.turn.messages.length === turn.messages.length &&
-            hit.turn.messages.every((m, i) => m === turn.messages[i])))
-      )
-        return hit.score
-      const score = importanceOf(turn)
-      scored.set(last, { turn, score })
-      return score
-    }
-    const texts = store.cache.holder<{ readonly text: string; readonly doc: HistoryDocument }>(
-      "memory history"
-    )
-    const documentOf = (sessionId: string, key: string) => Effect.gen(() => documentRead(sessionId, key))
-    const turnsOfSession = (sessionId: string, given?: HistoryDocument) =>
-      Effect.gen(() => sessionTurns(sessionId, given))
-
-    const l2EntryOf = (sessionId: string, turn: Turn, at: string, pinned: boolean): MemoryEntry => {
-      const { score, reasons } = importance(turn)
-      return {
-        id: l2Id(sessionId, turn.turn),
-        level: "L2",
-        text: turnMemoryText(turn, settings.maxText),
-        importance: score,
-        reasons: pinned && !reasons.includes("pinned") ? [...reasons, "pinned in L1"] : reasons,
-        sources: [{ session: sessionId, turn: turn.turn }],
-        createdAt: turnTime(turn) ?? at,
-        updatedAt: at,
-        ...(pinned ? { pinned: true } : {})
-      }
-    }
-
-    // Turns found not due against a session's entries (under the threshold, or promoted already),
-    // by that list: the store hands back the same list while memory.json is unchanged, so a sync
-    // after one more turn checks that turn alone. A turn is one session's (its own object), and an
-    // empty list holds no promotion, so every empty list shares one key.
-    const notDue = new WeakMap<object, WeakSet<Turn>>()
-    const noEntries = {}
-    const sync: Service["sync"] = (sessionId, given, options = {}) =>
-      Effect.gen(() => syncing(sessionId, given, options))
-
-    const session: Service["session"] = (sessionId, level, options = {}) =>
-      Effect.gen(() => sessionEntries(sessionId, level, options))
+    })
 
     const global: Service["global"] = (level, options = {}) =>
       Effect.gen(function* () {
@@ -489,7 +469,23 @@ export const make = (settings: MemorySettings = defaultSettings): Effect.Effect<
         return made
       })
 
-    const sources: Service["sources"] = (sessionId) => Effect.gen(() => sourcesOf(sessionId))
+    const sources: Service["sources"] = Effect.fnUntraced(function* (sessionId: string) {
+      const now = yield* Clock.currentTimeMillis
+      const live = (e: MemoryEntry) => e.deletedAt === undefined && !isExpired(e, settings, now)
+      const l2 = (yield* store.readMemory(sessionId)).filter((e) => e.level === "L2" && live(e))
+      const rest = (yield* store.readGlobalMemory).filter((e) => live(e))
+      // L4 holds what L3 held when it was persisted: one item per text, the L3 one while it lives.
+      const l3Texts = new Set(rest.filter((e) => e.level === "L3").map((e) => e.id.slice(3)))
+      return [...l2, ...rest.filter((e) => e.level === "L3" || !l3Texts.has(e.id.slice(3)))].map(
+        (e): MemoryItem => ({
+          id: e.id,
+          level: e.level as MemoryItem["level"],
+          text: e.text,
+          importance: e.importance,
+          sources: e.sources
+        })
+      )
+    })
 
     return { settings, session, global, sync, pin, remove, aggregate, persist, sources }
   })

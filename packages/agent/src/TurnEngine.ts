@@ -356,6 +356,32 @@ type Needs =
   | ContextCompiler
   | HistoryCompactor
 
+/** One turn's steps (`steps`): the turn, its session's manifest and model, the driver, and around it. */
+interface StepsRun<E, R> {
+  readonly sessionId: string
+  readonly turn: number
+  readonly manifest: Manifest
+  readonly model: ResolvedModel
+  readonly modelName: string
+  readonly driver: Driver<E, R>
+  readonly options: TurnOptions
+  /** Tells the lock the history the turn's answer left (it reads it otherwise). */
+  readonly leave: (doc: HistoryDocument) => void
+  /**
+   * Run once, after the first step's compile whatever its outcome and before anything else (a
+   * model call, the end of the turn), or when the turn fails before it.
+   */
+  readonly beforeFirstWord?: Effect.Effect<void, TurnError>
+  /**
+   * When the turn's input was recorded without the required compile's check (see `turn`): takes
+   * it back out of history. A first compile that fails runs it, and the turn fails as the check
+   * would have failed it, having said nothing.
+   */
+  readonly undoInput?: Effect.Effect<void, TurnError> | undefined
+  /** The history as the turn's input left it (the first step compiles it instead of reading it again). */
+  readonly started?: HistoryDocument
+}
+
 export const makeWith = (engineOptions: EngineOptions = {}) =>
   Effect.gen(function* () {
     const MAX_SESSIONS = engineOptions.maxSessions ?? 10_000
@@ -441,10 +467,24 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         return last
       })
 
+    /** The session's manifest, parsed once per text. */
+    const manifestRead = Effect.fnUntraced(function* (sessionId: string) {
+      const text = yield* store.read("session", sessionId, MANIFEST_FILE)
+      const file = `${sessionId}/${MANIFEST_FILE}`
+      // Parsed once per text, in the compile cache (the store hands back the same text while
+      // the file is unchanged).
+      const parsed =
+        text === undefined
+          ? noManifest
+          : compileCache.manifest(
+              CompileCache.fileKey(yield* store.scope, sessionId, MANIFEST_FILE),
+              text,
+              file
+            )
+      return yield* Either.match(parsed, { onLeft: Effect.fail, onRight: Effect.succeed })
+    })
     const manifestOf = (sessionId: string, options: TurnOptions) =>
-      options.manifest !== undefined
-        ? Effect.succeed(options.manifest)
-        : Effect.gen(() => manifestRead(sessionId))
+      options.manifest !== undefined ? Effect.succeed(options.manifest) : manifestRead(sessionId)
 
     /** Turns run in active sessions only (checked under the session's lock: a pause waits for the turn). */
     const requireActive = (sessionId: string) =>
@@ -482,21 +522,13 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       yield* emit({ type: "tool-result", id: call.id, name: call.name, result })
     }
 
-    /** `steps`' work (a generator made once: see `manifestRead`); `undo.done` once the input was taken back out. */
+    /** `steps`' work; `undo.done` once the input was taken back out. */
     function* stepping<E, R>(
-      sessionId: string,
-      turn: number,
-      manifest: Manifest,
-      model: ResolvedModel,
-      modelName: string,
-      driver: Driver<E, R>,
-      options: TurnOptions,
-      leave: (doc: HistoryDocument) => void,
-      undoInput: Effect.Effect<void, TurnError> | undefined,
-      started: HistoryDocument | undefined,
+      run: StepsRun<E, R>,
       announce: Effect.Effect<void, TurnError>,
       undo: { done: boolean }
     ) {
+      const { sessionId, turn, manifest, model, modelName, driver, options, leave, undoInput, started } = run
       const last = yield* lastCompileOf(sessionId)
       const emit = options.emit ?? (() => Effect.void)
       for (let step = 1; step <= options.maxSteps; step++) {
@@ -607,53 +639,13 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     }
 
     /** Compile, model, record; tools and again, until an answer, tool calls for the client, or the limit. */
-    const steps = <E, R>(
-      sessionId: string,
-      turn: number,
-      manifest: Manifest,
-      model: ResolvedModel,
-      modelName: string,
-      driver: Driver<E, R>,
-      options: TurnOptions,
-      around: {
-        /** Tells the lock the history the turn's answer left (it reads it otherwise). */
-        readonly leave: (doc: HistoryDocument) => void
-        /**
-         * Run once, after the first step's compile whatever its outcome and before anything else (a
-         * model call, the end of the turn), or when the turn fails before it.
-         */
-        readonly beforeFirstWord?: Effect.Effect<void, TurnError>
-        /**
-         * When the turn's input was recorded without the required compile's check (see `turn`): takes
-         * it back out of history. A first compile that fails runs it, and the turn fails as the check
-         * would have failed it, having said nothing.
-         */
-        readonly undoInput?: Effect.Effect<void, TurnError> | undefined
-        /** The history as the turn's input left it (the first step compiles it instead of reading it again). */
-        readonly started?: HistoryDocument
-      }
-    ): Effect.Effect<TurnOutcome, TurnError | E, R> => {
-      const { leave, beforeFirstWord = Effect.void, undoInput, started } = around
-      return Effect.flatMap(Effect.cached(beforeFirstWord), (announce) => {
+    const steps = <E, R>(run: StepsRun<E, R>): Effect.Effect<TurnOutcome, TurnError | E, R> =>
+      Effect.flatMap(Effect.cached(run.beforeFirstWord ?? Effect.void), (announce) => {
         const undo = { done: false }
-        return Effect.gen(() =>
-          stepping(
-            sessionId,
-            turn,
-            manifest,
-            model,
-            modelName,
-            driver,
-            options,
-            leave,
-            undoInput,
-            started,
-            announce,
-            undo
-          )
-        ).pipe(Effect.onError(() => (undo.done ? Effect.void : Effect.ignore(announce))))
+        return Effect.gen(() => stepping(run, announce, undo)).pipe(
+          Effect.onError(() => (undo.done ? Effect.void : Effect.ignore(announce)))
+        )
       })
-    }
 
     /**
      * A turn of `sessionId` under its lock, traced as `span`: the compile state is kept only while
@@ -680,29 +672,10 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         )
         .pipe(withSpan(span, { attributes: { "ctxo.session": sessionId } }))
 
-    // The generators of a turn's work, made once per engine, not per call: V8 gives a generator
-    // function made per call a hidden class of its own in the old space, which holds the function
-    // and what it closes over (the request, the history) until a full collection, so every turn's
-    // objects outlived the scavenges (README, the hot path's nineteenth round).
-    function* manifestRead(sessionId: string) {
-      const text = yield* store.read("session", sessionId, MANIFEST_FILE)
-      const file = `${sessionId}/${MANIFEST_FILE}`
-      // Parsed once per text, in the compile cache (the store hands back the same text while
-      // the file is unchanged).
-      const parsed =
-        text === undefined
-          ? noManifest
-          : compileCache.manifest(
-              CompileCache.fileKey(yield* store.scope, sessionId, MANIFEST_FILE),
-              text,
-              file
-            )
-      return yield* Either.match(parsed, { onLeft: Effect.fail, onRight: Effect.succeed })
-    }
-    function* resolving(request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) {
-      const name = request.model ?? manifest.model ?? options.defaultModel
-      return { name, model: yield* registry.resolve(name) }
-    }
+    // A turn's work runs generators made once per engine (`Effect.fnUntraced`, or these functions
+    // for the generic ones), not one per call: V8 gives a generator function made per call a hidden
+    // class of its own in the old space, which holds what it closes over (the request, the history)
+    // until a full collection (README, the hot path's nineteenth round; `test/HotPath.test.ts`).
     function* locked<A, E, R>(
       sessionId: string,
       effect: (
@@ -842,7 +815,14 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
             ? provide(history.modify(sid, () => Effect.succeed([undefined, before] as const)))
             : undefined
         const run = (beforeFirstWord: Effect.Effect<void, TurnError>) =>
-          steps(sid, started.turn, manifest, model, modelName, driver, options, {
+          steps({
+            sessionId: sid,
+            turn: started.turn,
+            manifest,
+            model,
+            modelName,
+            driver,
+            options,
             leave,
             beforeFirstWord,
             undoInput,
@@ -892,9 +872,18 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
         yield* provide(recordToolResult(sid, running.turn, { callId: r.callId, name }, r.result))
         answered.add(r.callId)
       }
-      return yield* steps(sid, running.turn, manifest, model, modelName, driver, options, { leave })
+      return yield* steps({
+        sessionId: sid,
+        turn: running.turn,
+        manifest,
+        model,
+        modelName,
+        driver,
+        options,
+        leave
+      })
     }
-    function* previewing(request: PreviewRequest) {
+    const previewing = Effect.fnUntraced(function* (request: PreviewRequest) {
       if (request.dryRun === true) yield* requireActive(request.sessionId)
       // The session's last cut when the engine holds one for this history; a preview adds no
       // state of its own.
@@ -916,10 +905,12 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
           ...(previous === undefined ? {} : { previous })
         })
       )
-    }
+    })
 
-    const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) =>
-      Effect.gen(() => resolving(request, manifest, options))
+    const resolveModel = (request: { readonly model?: string }, manifest: Manifest, options: TurnOptions) => {
+      const name = request.model ?? manifest.model ?? options.defaultModel
+      return Effect.map(registry.resolve(name), (model) => ({ name, model }))
+    }
 
     const turn: Service["turn"] = (request, driver, options) =>
       underLock("TurnEngine.turn", request.sessionId, (loaded, leave) =>
@@ -932,10 +923,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       )
 
     const preview: Service["preview"] = (request) =>
-      store.withSessionLock(
-        request.sessionId,
-        Effect.gen(() => previewing(request))
-      )
+      store.withSessionLock(request.sessionId, previewing(request))
 
     return {
       preview,

@@ -19,6 +19,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import * as Tokenizer from "@ctxo/budget/Tokenizer"
+import type { CompileResult } from "@ctxo/compiler/Compile"
 import * as CompileCache from "@ctxo/compiler/CompileCache"
 import * as Workspace from "@ctxo/compiler/Workspace"
 import * as HistoryStore from "@ctxo/history/HistoryStore"
@@ -75,7 +76,7 @@ afterAll(async () => {
 
 const SESSION = "hot-path"
 const options: TurnEngine.TurnOptions = { defaultModel: "gpt-4o", maxSteps: 4, format: "openai" }
-const answer = (compiled: { readonly report: { readonly total?: number | undefined } }) => ({
+const answer = (compiled: CompileResult) => ({
   text: `A token budget is the room a request has (${compiled.report.total ?? 0} tokens).`,
   toolCalls: [],
   usage: { inputTokens: compiled.report.total ?? 0, outputTokens: 12 }

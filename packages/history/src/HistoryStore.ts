@@ -186,15 +186,14 @@ export const fromStore = (store: Store.Service): Service => {
     sessionId: string,
     f: (doc: HistoryDocument) => Effect.Effect<readonly [A, HistoryDocument], E>
   ): Effect.Effect<A, HistoryError | E> => Effect.gen(() => modified(sessionId, f))
-  function* loaded(sessionId: string) {
-    yield* check(sessionId)
-    const json = yield* store
-      .readHistoryJson(sessionId)
-      .pipe(Effect.mapError(fromStoreError(sessionId, "read")))
-    return (yield* decoded(sessionId, json)).doc
-  }
   return {
-    load: (sessionId) => Effect.gen(() => loaded(sessionId)),
+    load: Effect.fnUntraced(function* (sessionId: string) {
+      yield* check(sessionId)
+      const json = yield* store
+        .readHistoryJson(sessionId)
+        .pipe(Effect.mapError(fromStoreError(sessionId, "read")))
+      return (yield* decoded(sessionId, json)).doc
+    }),
     modify,
     saveFullResult: (sessionId, callId, result) =>
       Effect.zipRight(

@@ -33,12 +33,7 @@ export const deferSync = <A, E, R, B, E2, R2>(
 ): Effect.Effect<B, E | E2, R | R2> =>
   Effect.uninterruptibleMask((restore) => Effect.gen(() => deferred(write, after, restore)))
 
-/**
- * `deferSync`'s work. A generator made once, here, not per call: V8 gives a generator function made
- * per call a hidden class of its own in the old space, which holds the function and all it closes
- * over until a full collection (every call's write and continuation stayed reachable to the
- * scavenger: see the README's hot path, the nineteenth round).
- */
+/** `deferSync`'s work: a generator made once, not per call (see `@ctxo/agent`'s `test/HotPath.test.ts`). */
 function* deferred<A, E, R, B, E2, R2>(
   write: Effect.Effect<A, E, R>,
   after: (value: A, synced: Effect.Effect<void, StoreError>, pending: boolean) => Effect.Effect<B, E2, R2>,
