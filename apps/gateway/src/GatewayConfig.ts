@@ -33,6 +33,7 @@ import { fileURLToPath } from "node:url"
 import { parseScript, type Reply } from "@ctxo/agent/FakeUpstream"
 import type { NamedUpstream } from "@ctxo/agent/ModelClient"
 import { DEFAULT_LIMITS } from "@ctxo/agent/Orchestrator"
+import * as V8Tuning from "@ctxo/agent/V8Tuning"
 import * as ModelRegistry from "@ctxo/budget/ModelRegistry"
 import type { RunLimits } from "@ctxo/store/Runs"
 import * as SessionCache from "@ctxo/store/SessionCache"
@@ -86,6 +87,11 @@ export interface Settings {
    */
   readonly heapGrowingPercent?: number
   /**
+   * V8's allocation-site pretenuring (CTXO_ALLOCATION_SITE_PRETENURING; default false: off, which
+   * halves a warm session's scavenge pauses; `V8Tuning`).
+   */
+  readonly allocationSitePretenuring?: boolean
+  /**
    * What the gateway keeps of its sessions between requests, in bytes (CTXO_SESSION_CACHE_MB):
    * every tenant's decoded histories, journal states, memory's turns and the engine's last compiles
    * together (`SessionCache`); the least recently used session beyond it is read again when asked.
@@ -97,12 +103,8 @@ export class GatewayConfig extends Context.Tag("@ctxo/gateway/GatewayConfig")<Ga
 
 const exampleData = fileURLToPath(new URL("../../../fixtures/data", import.meta.url))
 
-/**
- * The heap's growth past its live objects before a full collection (percent). V8's own sizing lets
- * a busy gateway's heap grow to about four times what is live: RSS went from 281 to 441 MB over
- * 1,000 then 10,000 mixed requests with 84 MB live; at 50%, 235 to 278 MB.
- */
-export const DEFAULT_HEAP_GROWING_PERCENT = 50
+/** The heap's growth past its live objects before a full collection (percent; `V8Tuning`). */
+export const DEFAULT_HEAP_GROWING_PERCENT = V8Tuning.DEFAULT_HEAP_GROWING_PERCENT
 
 /** A duration setting in milliseconds: a positive integer. */
 const milliseconds = (name: string, fallback: number) =>
@@ -149,6 +151,9 @@ export const settings = Config.all({
       validation: (p) => p === 0 || (p >= 10 && p <= 300)
     }),
     Config.withDefault(DEFAULT_HEAP_GROWING_PERCENT)
+  ),
+  allocationSitePretenuring: Config.boolean("CTXO_ALLOCATION_SITE_PRETENURING").pipe(
+    Config.withDefault(false)
   ),
   sessionCacheBytes: Config.integer("CTXO_SESSION_CACHE_MB").pipe(
     Config.validate({ message: "at least 1 (megabytes)", validation: (mb) => mb >= 1 }),

@@ -5,7 +5,7 @@
  * SIGINT and SIGTERM close the server: open chat streams end with a Shutdown event.
  */
 import { resolve } from "node:path"
-import { setFlagsFromString } from "node:v8"
+import * as V8Tuning from "@ctxo/agent/V8Tuning"
 import { seedIfEmpty, makeUnsafe as storeOf } from "@ctxo/store/Store"
 import { labelOf } from "@ctxo/store-pg/DatabaseConfig"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
@@ -17,9 +17,9 @@ import * as Telemetry from "./Telemetry.ts"
 
 const program = Effect.gen(function* () {
   const config = yield* GatewayConfig.GatewayConfig
-  // Before the layers allocate: the heap grows this far past what is live before a full collection.
-  if (config.heapGrowingPercent !== undefined && config.heapGrowingPercent > 0)
-    setFlagsFromString(`--heap-growing-percent=${config.heapGrowingPercent}`)
+  // Before the layers allocate: how far the heap grows before a full collection, and V8's
+  // allocation-site pretenuring off (V8Tuning says why).
+  V8Tuning.apply(config)
   const run = Effect.gen(function* () {
     const dataDir = resolve(config.dataDir)
     const open = config.apiKeys.length === 0 && Option.isNone(config.adminKey)

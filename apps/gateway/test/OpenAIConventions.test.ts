@@ -12,6 +12,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type FakeUpstream, parseScript, startFakeUpstream } from "@ctxo/agent/FakeUpstream"
 import * as ModelClient from "@ctxo/agent/ModelClient"
+import * as V8Tuning from "@ctxo/agent/V8Tuning"
 import { ConfigProvider, Effect, Layer, Option, Redacted, Stream } from "effect"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -459,6 +460,19 @@ describe("configuration", () => {
     expect(String(bad._tag === "Left" ? bad.left : "")).toMatch(
       /CTXO_HEAP_GROWING_PERCENT.*0 \(V8's own\) or a percent from 10 to 300/
     )
+  })
+
+  it("turns V8's allocation-site pretenuring off unless CTXO_ALLOCATION_SITE_PRETENURING keeps it, and names a value that is no boolean", async () => {
+    const flags = async (env: Record<string, string>) => V8Tuning.flagsOf(await settingsOf(env))
+    expect(await flags({})).toEqual(["--heap-growing-percent=50", "--no-allocation-site-pretenuring"])
+    expect(await flags({ CTXO_ALLOCATION_SITE_PRETENURING: "true", CTXO_HEAP_GROWING_PERCENT: "0" })).toEqual(
+      []
+    )
+    expect(await flags({ CTXO_ALLOCATION_SITE_PRETENURING: "false" })).toContain(
+      "--no-allocation-site-pretenuring"
+    )
+    const bad = await load({ CTXO_ALLOCATION_SITE_PRETENURING: "sometimes" })
+    expect(String(bad._tag === "Left" ? bad.left : "")).toMatch(/CTXO_ALLOCATION_SITE_PRETENURING/)
   })
 })
 

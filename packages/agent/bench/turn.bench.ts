@@ -18,9 +18,20 @@
  * history and how much every turn pays whatever its length. Last, by stage: the same turns of a
  * third session warmed to 200 turns and run traced (interleaved too), each stage's time in a turn
  * from its span (the gateway's traces have the same spans; tracing costs a little of each).
+ * Then the collector over more turns of the first session, and the same turns in a process of its
+ * own that keeps V8's allocation-site pretenuring, which the gateway turns off (`V8Tuning`): each
+ * process runs the V8 flags the gateway would, set before the sessions are made.
  */
+import { spawn } from "node:child_process"
 import { constants, PerformanceObserver, performance } from "node:perf_hooks"
+import { fileURLToPath } from "node:url"
+import * as V8Tuning from "../src/V8Tuning.ts"
 import { makeWarmSession } from "./warmSession.ts"
+
+/** Set in the child process that keeps V8's allocation-site pretenuring. */
+const PRETENURING_CHILD = "CTXO_TURN_BENCH_PRETENURING"
+const pretenuringChild = process.env[PRETENURING_CHILD] === "1"
+V8Tuning.apply({ allocationSitePretenuring: pretenuringChild })
 
 const rounds = Math.max(1, Number(process.env.CTXO_BENCH_ROUNDS ?? 5))
 const PER_ROUND = 60
@@ -36,6 +47,65 @@ const timed = async (f: () => Promise<unknown>, into: Array<number>) => {
   await f()
   into.push(performance.now() - start)
 }
+
+const ms = (n: number) => `${n.toFixed(2)} ms`
+
+interface CollectorRun {
+  /** Each turn's time (ms). */
+  readonly turns: ReadonlyArray<number>
+  /** The pauses V8 reported while they ran (ms), scavenges and full collections. */
+  readonly minor: ReadonlyArray<number>
+  readonly major: ReadonlyArray<number>
+}
+/** `count` timed turns, and every pause V8 reports while they run. */
+const collectorRun = async (turn: () => Promise<unknown>, count: number): Promise<CollectorRun> => {
+  const out = { turns: [] as Array<number>, minor: [] as Array<number>, major: [] as Array<number> }
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as { readonly detail?: { readonly kind?: number } }).detail?.kind
+      if (kind === constants.NODE_PERFORMANCE_GC_MINOR) out.minor.push(entry.duration)
+      else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) out.major.push(entry.duration)
+    }
+  })
+  observer.observe({ entryTypes: ["gc"] })
+  for (let i = 0; i < count; i++) await timed(turn, out.turns)
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  observer.disconnect()
+  return out
+}
+const pauseRow = (list: ReadonlyArray<number>, turns: number) =>
+  list.length === 0
+    ? "none"
+    : `${((100 * list.length) / turns).toFixed(1)} per 100 turns, pause p50 ${ms(quantile(list, 0.5))}, max ${ms(Math.max(...list))}`
+
+if (pretenuringChild) {
+  // The child: a session as the first one was at the collector's turns, then those turns; its
+  // answer is one JSON line.
+  const session = await makeWarmSession(WARM_TURNS)
+  for (let i = 0; i < rounds * PER_ROUND; i++) await session.turn()
+  const run = await collectorRun(session.turn, rounds * 60)
+  await session.dispose()
+  process.stdout.write(`${JSON.stringify(run)}\n`)
+  process.exit(0)
+}
+
+/** This bench again, in a child process that keeps V8's allocation-site pretenuring. */
+const pretenuringRun = () =>
+  new Promise<CollectorRun>((resolve, reject) => {
+    const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url)], {
+      env: { ...process.env, [PRETENURING_CHILD]: "1" },
+      stdio: ["ignore", "pipe", "inherit"]
+    })
+    let out = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString()
+    })
+    child.once("error", reject)
+    child.once("exit", (code) => {
+      if (code === 0) resolve(JSON.parse(out) as CollectorRun)
+      else reject(new Error(`the turn bench's pretenuring child exited with ${code}`))
+    })
+  })
 
 const { turn, phases, compile, floor, messages: messageCount, dispose } = await makeWarmSession(WARM_TURNS)
 const short = await makeWarmSession(SHORT_TURNS)
@@ -77,7 +147,6 @@ for (let r = 0; r < rounds; r++)
     traced.clearStages()
   }
 const messages = messageCount()
-const ms = (n: number) => `${n.toFixed(2)} ms`
 console.log(
   `turn bench: ${turns.length} turns of a session warmed to ${WARM_TURNS} (${messages} messages in its request at the end), interleaved with the floor and the compile; Node ${process.version}`
 )
@@ -130,24 +199,15 @@ console.log(`    the compile's stages: ${inCompile.map(part).join(", ")}`)
 // objects that outlive it are copied by the next scavenge and promoted by the one after: what a
 // scavenge pauses for, and what fills the old space the full collections sweep).
 const GC_TURNS = rounds * 60
-const pauses = { minor: [] as Array<number>, major: [] as Array<number> }
-const observer = new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) {
-    const kind = (entry as { readonly detail?: { readonly kind?: number } }).detail?.kind
-    if (kind === constants.NODE_PERFORMANCE_GC_MINOR) pauses.minor.push(entry.duration)
-    else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) pauses.major.push(entry.duration)
-  }
-})
-observer.observe({ entryTypes: ["gc"] })
-for (let i = 0; i < GC_TURNS; i++) await turn()
-await new Promise((resolve) => setTimeout(resolve, 20))
-observer.disconnect()
-const pauseRow = (list: ReadonlyArray<number>) =>
-  list.length === 0
-    ? "none"
-    : `${((100 * list.length) / GC_TURNS).toFixed(1)} per 100 turns, pause p50 ${ms(quantile(list, 0.5))}, max ${ms(Math.max(...list))}`
+const gc = await collectorRun(turn, GC_TURNS)
 console.log(
-  `  the collector over ${GC_TURNS} more turns of the first session alone: scavenges ${pauseRow(pauses.minor)}; full collections ${pauseRow(pauses.major)}`
+  `  the collector over ${GC_TURNS} more turns of the first session alone (p50 ${ms(quantile(gc.turns, 0.5))}, p99 ${ms(quantile(gc.turns, 0.99))}): scavenges ${pauseRow(gc.minor, GC_TURNS)}; full collections ${pauseRow(gc.major, GC_TURNS)}`
+)
+// The same turns where V8 keeps its allocation-site pretenuring (its default): a session warmed
+// the same way, the same turns untimed first, in a process of its own (a flag is the process's).
+const other = await pretenuringRun()
+console.log(
+  `  the same ${GC_TURNS} turns with V8's allocation-site pretenuring on (V8's default; the gateway turns it off), in a process of its own: p50 ${ms(quantile(other.turns, 0.5))}, p99 ${ms(quantile(other.turns, 0.99))}; off is ${(quantile(gc.turns, 0.5) / quantile(other.turns, 0.5)).toFixed(2)}x its p50 and ${(quantile(gc.turns, 0.99) / quantile(other.turns, 0.99)).toFixed(2)}x its p99; scavenges ${pauseRow(other.minor, GC_TURNS)}; full collections ${pauseRow(other.major, GC_TURNS)}`
 )
 await traced.dispose()
 await short.dispose()
