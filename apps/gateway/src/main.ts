@@ -19,8 +19,13 @@ const program = Effect.gen(function* () {
   const config = yield* GatewayConfig.GatewayConfig
   // Before the layers allocate: how far the heap grows before a full collection, and V8's
   // allocation-site pretenuring off (V8Tuning says why).
-  V8Tuning.apply(config)
+  const flags = V8Tuning.apply(config)
   const run = Effect.gen(function* () {
+    yield* Effect.logInfo(
+      flags.length === 0
+        ? "V8 flags: none set (V8's own heap sizing and allocation-site pretenuring)"
+        : `V8 flags: ${flags.join(" ")} (CTXO_HEAP_GROWING_PERCENT, CTXO_ALLOCATION_SITE_PRETENURING)`
+    )
     const dataDir = resolve(config.dataDir)
     const open = config.apiKeys.length === 0 && Option.isNone(config.adminKey)
     // In PostgreSQL the store's layer seeds an empty database (StoreBackend).

@@ -82,7 +82,7 @@ describe("the gateway's bundle", () => {
     expect(lazy.filter((p) => !packages.has(p))).toEqual([])
   })
 
-  it("answers a model call, JSON and streamed, through the pool it loads at the first call", async () => {
+  it("answers a model call, JSON and streamed, through the pool it loads at the first call, under the V8 flags it set", async () => {
     const gateway = await spawnGateway({ entry: outfile, env: { CTXO_UPSTREAM_TIMEOUT_MS: "15000" } })
     try {
       const call = (stream: boolean) =>
@@ -99,6 +99,10 @@ describe("the gateway's bundle", () => {
       expect(answer.choices?.[0]?.message?.content).toContain("local model")
       expect(streamed.status).toBe(200)
       expect(await streamed.text()).toContain("data: [DONE]")
+      // The V8 flags it set at its start, before its layers allocated (V8Tuning).
+      expect(gateway.output()).toContain(
+        "V8 flags: --heap-growing-percent=50 --no-allocation-site-pretenuring"
+      )
     } finally {
       await gateway.stop()
     }

@@ -31,6 +31,8 @@ export const freePort = (): Promise<number> =>
 export interface SpawnedGateway {
   readonly baseUrl: string
   readonly dataDir: string
+  /** What it wrote to stdout and stderr so far (the last 20,000 characters). */
+  readonly output: () => string
   readonly stop: () => Promise<void>
 }
 
@@ -96,7 +98,7 @@ export const spawnGateway = async (options: {
         reject(new Error(`the gateway exited with ${code}:\n${output.slice(-2000)}`))
       })
     })
-    return { baseUrl: `http://127.0.0.1:${port}`, dataDir, stop }
+    return { baseUrl: `http://127.0.0.1:${port}`, dataDir, output: () => output, stop }
   } catch (e) {
     await stop()
     throw e
