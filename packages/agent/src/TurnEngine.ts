@@ -709,11 +709,8 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       leave: (doc: HistoryDocument) => void
     ) {
       const sid = request.sessionId
-      yield* requireActive(sid)
+      const { manifest, modelName, model } = yield* opening(request, options)
       const emit = options.emit ?? (() => Effect.void)
-      const manifest = yield* manifestOf(sid, options)
-      const { name: modelName, model } = yield* resolveModel(request, manifest, options)
-      yield* annotateSpan({ "ctxo.model": modelName })
       const before = yield* loaded
       const began = {
         input: request.input,
@@ -843,10 +840,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       leave: (doc: HistoryDocument) => void
     ) {
       const sid = request.sessionId
-      yield* requireActive(sid)
-      const manifest = yield* manifestOf(sid, options)
-      const { name: modelName, model } = yield* resolveModel(request, manifest, options)
-      yield* annotateSpan({ "ctxo.model": modelName })
+      const { manifest, modelName, model } = yield* opening(request, options)
       const doc = yield* loaded
       const running = turnsOf(doc.messages).at(-1)
       const calls = new Map<string, string>()
@@ -911,6 +905,21 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
       const name = request.model ?? manifest.model ?? options.defaultModel
       return Effect.map(registry.resolve(name), (model) => ({ name, model }))
     }
+
+    /**
+     * What a turn and a turn continued with the client's tool results start with, under the
+     * session's lock: the session active, its manifest, the model (named on the turn's span).
+     */
+    const opening = Effect.fnUntraced(function* (
+      request: { readonly sessionId: string; readonly model?: string },
+      options: TurnOptions
+    ) {
+      yield* requireActive(request.sessionId)
+      const manifest = yield* manifestOf(request.sessionId, options)
+      const { name: modelName, model } = yield* resolveModel(request, manifest, options)
+      yield* annotateSpan({ "ctxo.model": modelName })
+      return { manifest, modelName, model }
+    })
 
     const turn: Service["turn"] = (request, driver, options) =>
       underLock("TurnEngine.turn", request.sessionId, (loaded, leave) =>

@@ -64,25 +64,8 @@ export const recordStep = (
     })
   )
 
-/**
- * Records a tool result compressed for history. When compression cut anything, the full result
- * is kept as a file first and the history entry names it.
- */
-export const recordToolResult = (
-  sessionId: string,
-  turn: number,
-  call: { readonly callId: string; readonly name: string },
-  result: RawToolResult,
-  limits?: Partial<CompressionLimits>
-): Effect.Effect<Message, HistoryError, HistoryStore> =>
-  Effect.gen(() => recordingToolResult(sessionId, turn, call, result, limits)).pipe(
-    withSpan("Recorder.recordToolResult", {
-      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn }
-    })
-  )
-
-/** `recordToolResult`'s work: a generator made once (V8 keeps what a generator function made per call closes over until a full collection). */
-function* recordingToolResult(
+/** `recordToolResult`'s work, its generator made once (`@ctxo/agent`'s `test/HotPath.test.ts`). */
+const recordingToolResult = Effect.fnUntraced(function* (
   sessionId: string,
   turn: number,
   call: { readonly callId: string; readonly name: string },
@@ -112,7 +95,24 @@ function* recordingToolResult(
     })
     return Effect.succeed([message, next] as const)
   })
-}
+})
+
+/**
+ * Records a tool result compressed for history. When compression cut anything, the full result
+ * is kept as a file first and the history entry names it.
+ */
+export const recordToolResult = (
+  sessionId: string,
+  turn: number,
+  call: { readonly callId: string; readonly name: string },
+  result: RawToolResult,
+  limits?: Partial<CompressionLimits>
+): Effect.Effect<Message, HistoryError, HistoryStore> =>
+  recordingToolResult(sessionId, turn, call, result, limits).pipe(
+    withSpan("Recorder.recordToolResult", {
+      attributes: { "ctxo.session": sessionId, "ctxo.turn": turn }
+    })
+  )
 
 /** Records the turn's answer; the answer, and the history it ends (what a read would give back now). */
 export const endTurn = (

@@ -58,6 +58,7 @@ import * as SessionCache from "@ctxo/store/SessionCache"
 import {
   type FileContent,
   type FileInfo,
+  memoryUpdater,
   newRecord,
   patchRecord,
   type Service,
@@ -649,16 +650,10 @@ export const makeWith = (db: Database["Type"], options: PgStoreOptions): Service
     return [value, next as unknown] as const
   }
 
-  /** A session's memory updated (its entries through `update`), written when they changed. */
-  const updatingMemory = Effect.fnUntraced(function* (
-    sessionId: string,
-    update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
-  ) {
-    yield* getSession(sessionId)
-    const before = yield* readSessionMemory(sessionId)
-    const after = update(before)
-    if (after !== before) yield* putFile(sessionId, MEMORY_FILE, jsonText(after))
-    return after
+  const updatingMemory = memoryUpdater({
+    getSession,
+    readSessionMemory,
+    writeMemory: (sessionId, text) => putFile(sessionId, MEMORY_FILE, text)
   })
 
   const service: Service = {

@@ -358,6 +358,27 @@ const bounded = <K, V>(map: Map<K, V>, max: number) => {
 }
 
 /**
+ * A store's `updateMemory` inside its session lock: the session checked, its memory.json's entries
+ * through `update`, written back when they changed. The file store and PostgreSQL's store make one
+ * each, over their own reads and file write (its generator made once, with the store).
+ */
+export const memoryUpdater = (ops: {
+  readonly getSession: (sessionId: string) => Effect.Effect<unknown, StoreError>
+  readonly readSessionMemory: (sessionId: string) => Effect.Effect<ReadonlyArray<MemoryEntry>, StoreError>
+  readonly writeMemory: (sessionId: string, text: string) => Effect.Effect<unknown, StoreError>
+}) =>
+  Effect.fnUntraced(function* (
+    sessionId: string,
+    update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
+  ) {
+    yield* ops.getSession(sessionId)
+    const before = yield* ops.readSessionMemory(sessionId)
+    const after = update(before)
+    if (after !== before) yield* ops.writeMemory(sessionId, jsonText(after))
+    return after
+  })
+
+/**
  * One lock per session of a store, re-entrant within the fiber holding it (a lock span: the effect
  * given and what it runs), dropped when idle. `enter` runs first in each new span, once the lock is
  * held (the file store waits there for a fold of the session that the span before it left running).
@@ -575,18 +596,6 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
     return entries
   })
 
-  /** A session's memory.json updated (its entries through `update`), written when they changed. */
-  const updatingMemory = Effect.fnUntraced(function* (
-    sessionId: string,
-    update: (entries: ReadonlyArray<MemoryEntry>) => ReadonlyArray<MemoryEntry>
-  ) {
-    yield* getSession(sessionId)
-    const before = yield* readSessionMemory(sessionId)
-    const after = update(before)
-    if (after !== before) yield* writeSessionFile(sessionId, MEMORY_FILE, jsonText(after))
-    return after
-  })
-
   const getSession = Effect.fnUntraced(function* (id: string) {
     yield* checkSessionId(id)
     const found = (yield* readIndex).find((r) => r.id === id)
@@ -768,6 +777,12 @@ export const makeUnsafe = (rootDir: string, options: StoreOptions = {}): Service
       Effect.catchTag("SessionNotFound", () => Effect.fail(new SessionNotFound({ sessionId })))
     )
     forgetRead(sessionId, clean)
+  })
+
+  const updatingMemory = memoryUpdater({
+    getSession,
+    readSessionMemory,
+    writeMemory: (sessionId, text) => writeSessionFile(sessionId, MEMORY_FILE, text)
   })
 
   const history = makeJournalFiles(
