@@ -2,7 +2,8 @@
  * The history journal on disk: one record per change, durable before the change returns; read back
  * whole by this store and by another one (another process); a torn last line left out and cut off;
  * a bad line before the last one named; folds that apply nothing twice, in the background and when
- * the store is released; the session's lock and deletion respected.
+ * the store is released; the session's lock and deletion respected; the journals of the least
+ * recently appended sessions beyond a bound folded.
  */
 import {
   appendFileSync,
@@ -626,5 +627,31 @@ describe("the file store's history journal", () => {
     expect(await run(store.readHistoryJson("s"))).toBeUndefined()
     await run(add(store, "new"))
     expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson("s")))).toEqual(["new"])
+  })
+})
+
+describe("what the file store keeps of the sessions it appended to", () => {
+  it("folds the journals of the least recently appended sessions beyond its bound once they are quiet, losing no record", async () => {
+    const { root, store } = await setup({ journal: { maxJournaled: 3, foldDelayMs: 10 } })
+    const ids = ["a", "b", "c", "d", "e", "f", "g", "h"]
+    for (const id of ids) await run(store.createSession({ id, concept: "" }))
+    for (const id of ids) await run(store.withSessionLock(id, add(store, `hello ${id}`, id)))
+    await run(store.withSessionLock("a", add(store, "again a", "a")))
+    const journals = () => ids.filter((id) => existsSync(join(root, id, "messages.journal")))
+    for (let waited = 0; journals().length > 3 && waited < 5_000; waited += 20)
+      await new Promise((r) => setTimeout(r, 20))
+    // The three appended to last keep their journals; the others' records are in messages.json.
+    expect(journals()).toEqual(["g", "h", "a"].sort())
+    for (const id of ["b", "c", "d", "e", "f"])
+      expect(textsOf(JSON.parse(readFileSync(join(root, id, "messages.json"), "utf8")))).toEqual([
+        `hello ${id}`
+      ])
+    const again = Store.makeUnsafe(root)
+    for (const id of ids) {
+      const texts = id === "a" ? ["hello a", "again a"] : [`hello ${id}`]
+      expect(textsOf(await run(store.readHistoryJson(id)))).toEqual(texts)
+      expect(textsOf(await run(again.readHistoryJson(id)))).toEqual(texts)
+    }
+    await run(store.flush)
   })
 })

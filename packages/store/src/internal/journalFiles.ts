@@ -71,11 +71,21 @@ export interface JournalOptions {
    * session's next span folds it at its first record otherwise.
    */
   readonly foldDelayMs?: number
+  /**
+   * Sessions with a journal this store appended to and has not folded, at most (default 1,024):
+   * beyond it, the least recently appended one is folded once it is quiet. Until its fold, the store
+   * keeps a few entries for such a session (that it must fold it on shutdown, its journal's file, its
+   * last record's lock span); without a bound, a gateway serving many sessions a few turns each kept
+   * them for every session since it started.
+   */
+  readonly maxJournaled?: number
 }
 
 export const DEFAULT_FOLD_RECORDS = 256
 export const DEFAULT_FOLD_BYTES = 1024 * 1024
 export const DEFAULT_FOLD_DELAY_MS = 200
+/** About what a gateway's release folds in its 5 seconds (each fold writes messages.json, durably). */
+export const DEFAULT_MAX_JOURNALED = 1024
 
 /** What the store lends: its root, rules, lock and atomic writes. */
 export interface JournalDeps {
@@ -185,7 +195,10 @@ const memo = <A>(f: () => A): (() => A) => {
   }
 }
 
-/** Journals kept open between appends, at most (the least recently used idle ones are closed). */
+/**
+ * Journals kept between appends, at most: the least recently used idle ones beyond it are closed
+ * and forgotten (the next append opens the journal again).
+ */
 const MAX_OPEN = 64
 
 /**
@@ -288,19 +301,33 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
   const foldRecords = options.foldRecords ?? DEFAULT_FOLD_RECORDS
   const foldBytes = options.foldBytes ?? DEFAULT_FOLD_BYTES
   const foldDelay = options.foldDelayMs ?? DEFAULT_FOLD_DELAY_MS
+  const maxJournaled = options.maxJournaled ?? DEFAULT_MAX_JOURNALED
   // In the store's session cache, its budget of bytes: a long session's JSON is large.
   const cache = deps.cache
   const states = cache.holder<HistoryState>("store history state")
   const keyOf = (sessionId: string) => SessionCache.keyOf(deps.scope, sessionId)
   const files = new Map<string, JournalFile>()
-  /** Sessions this store appended to since their last fold. */
+  /** Sessions this store appended to since their last fold, the least recently appended first. */
   const journaled = new Set<string>()
   /** Folds asked for in the background (waiting for the session's lock, or holding it). */
   const folding = new Map<string, Deferred.Deferred<void>>()
   /** Folds running under a lock span's lock while the span goes on. */
   const inSpan = new Map<string, Deferred.Deferred<void>>()
-  /** The lock span of each session's last record (a span's first record is the one that folds). */
-  const lastSpan = new Map<string, object>()
+  /**
+   * The lock span of each session's last record (a span's first record is the one that folds), by a
+   * number: the span's object is the set of locks its fiber holds, which must not outlive the span.
+   */
+  const lastSpan = new Map<string, number>()
+  const spanNumbers = new WeakMap<object, number>()
+  let spans = 0
+  const numberOf = (span: object) => {
+    let n = spanNumbers.get(span)
+    if (n === undefined) {
+      n = ++spans
+      spanNumbers.set(span, n)
+    }
+    return n
+  }
   const foldLock = Effect.unsafeMakeSemaphore(1)
   const isDue = (state: { readonly records: number; readonly validBytes: number }) =>
     state.records >= foldRecords || state.validBytes >= foldBytes
@@ -449,16 +476,15 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     }
     const journal = file
     journal.acquire()
-    // The most recently used last; beyond MAX_OPEN, the oldest idle ones are closed.
+    // The most recently used last; beyond MAX_OPEN, the oldest idle ones are closed and forgotten
+    // (idle: no record of theirs waits for its fdatasync).
     files.delete(sessionId)
     files.set(sessionId, journal)
-    let open = 0
-    for (const f of files.values()) if (f.handle !== undefined) open++
-    for (const f of files.values()) {
-      if (open <= MAX_OPEN) break
-      if (f !== journal && f.handle !== undefined && f.idle) {
+    for (const [id, f] of files) {
+      if (files.size <= MAX_OPEN) break
+      if (f !== journal && f.idle) {
         f.close()
-        open--
+        files.delete(id)
       }
     }
     try {
@@ -551,11 +577,11 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
 
   /**
    * A fold in the background (it waits for the lock; the turn that asked goes on), when the journal
-   * is still past its marks then. `whenQuiet`: once the session has been quiet for `foldDelay` ms
-   * (a fold queued behind a turn held up the client's next turn).
+   * is still past its marks then (any journal: `onlyIfDue` false). `whenQuiet`: once the session has
+   * been quiet for `foldDelay` ms (a fold queued behind a turn held up the client's next turn).
    */
-  const scheduleFold = (sessionId: string, whenQuiet: boolean) => {
-    const fold = deps.withoutLocks(foldLocked(sessionId, true))
+  const scheduleFold = (sessionId: string, whenQuiet: boolean, onlyIfDue = true) => {
+    const fold = deps.withoutLocks(foldLocked(sessionId, onlyIfDue))
     // Quiet: no span holds or waits for the lock now, and none appended a record meanwhile.
     const quiet: Effect.Effect<void> = Effect.suspend(() => {
       const before = lastSpan.get(sessionId)
@@ -570,6 +596,20 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       Effect.interruptible(whenQuiet ? Effect.zipRight(quiet, fold) : fold)
     )
   }
+
+  /**
+   * The least recently appended sessions beyond `maxJournaled`, each folded once it is quiet (those
+   * folding already count as leaving).
+   */
+  const foldLeastRecent = Effect.suspend(() => {
+    let over = journaled.size - maxJournaled
+    const oldest: Array<string> = []
+    for (const sessionId of journaled) {
+      if (over-- <= 0) break
+      if (!folding.has(sessionId)) oldest.push(sessionId)
+    }
+    return Effect.forEach(oldest, (sessionId) => scheduleFold(sessionId, true, false), { discard: true })
+  })
 
   /**
    * A fold under the lock the caller's span holds, in the background while the span goes on: the
@@ -632,9 +672,12 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       textOf(json, seq)
     )
     remember(sessionId, next)
+    journaled.delete(sessionId)
     journaled.add(sessionId)
-    const first = span !== undefined && lastSpan.get(sessionId) !== span
-    if (span !== undefined) lastSpan.set(sessionId, span)
+    if (journaled.size > maxJournaled) yield* foldLeastRecent
+    const spanNumber = span === undefined ? undefined : numberOf(span)
+    const first = spanNumber !== undefined && lastSpan.get(sessionId) !== spanNumber
+    if (spanNumber !== undefined) lastSpan.set(sessionId, spanNumber)
     if (isDue(next))
       yield* span === undefined
         ? scheduleFold(sessionId, false)
