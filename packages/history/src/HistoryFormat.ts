@@ -64,6 +64,11 @@ export const PlainMessage = Schema.Struct({
 export type PlainMessage = typeof PlainMessage.Type
 
 const decodeV1 = Schema.decodeUnknownEither(HistoryDocumentSchema, { errors: "all" })
+/**
+ * A v1 document that is one already, field for field (nothing more): decoding it would make a copy of
+ * every message, and the store keeps the JSON it read beside the document history keeps.
+ */
+const isV1 = Schema.is(HistoryDocumentSchema, { onExcessProperty: "error" })
 const decodePlain = Schema.decodeUnknownEither(Schema.Array(PlainMessage), { errors: "all" })
 
 const corrupt = (file: string, error: ParseResult.ParseError) => {
@@ -243,5 +248,6 @@ export const decodeHistoryJson = (
       })
     )
   }
+  if (isV1(json)) return Either.right(json)
   return decodeV1(json).pipe(Either.mapLeft((error) => corrupt(file, error)))
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import fc from "fast-check"
-import { decodeHistoryText } from "../src/HistoryFormat.ts"
+import { decodeHistoryJson, decodeHistoryText } from "../src/HistoryFormat.ts"
 import type { HistoryDocument, Message } from "../src/Message.ts"
 import { emptyHistory, textOf, toolCallsOf, toolResultsOf } from "../src/Message.ts"
 import { turnsOf } from "../src/Turns.ts"
@@ -65,6 +65,16 @@ describe("decodeHistoryText", () => {
     expect(read([])).toEqual(emptyHistory)
     const v1 = read(openAIStyle)
     expect(read(JSON.stringify(v1))).toEqual(v1)
+  })
+
+  it("keeps a v1 document that is one field for field as it is, and decodes one with more into a copy without them", () => {
+    // The store keeps the JSON it read beside the document: a decoded copy would hold every message twice.
+    const v1 = JSON.parse(JSON.stringify(read(openAIStyle))) as HistoryDocument
+    expect(Either.getOrThrow(decodeHistoryJson(v1, "s1/messages.json"))).toBe(v1)
+    const more = { ...v1, messages: [{ ...v1.messages[0]!, note: "not ours" }, ...v1.messages.slice(1)] }
+    const decoded = Either.getOrThrow(decodeHistoryJson(more, "s1/messages.json"))
+    expect(decoded).not.toBe(more)
+    expect(decoded).toEqual(v1)
   })
 
   it("reads a plain array: a turn per user message, the last assistant text is the final answer", () => {

@@ -24,7 +24,7 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { Effect, Either } from "effect"
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
-import { diffHistory, JOURNAL_SEQ, readJournal, recordLine } from "../src/HistoryJournal.ts"
+import { diffHistory, JOURNAL_SEQ, readJournal, recordLine, sameAsJson } from "../src/HistoryJournal.ts"
 import { deferSync } from "../src/HistorySync.ts"
 import * as Store from "../src/Store.ts"
 
@@ -112,6 +112,18 @@ describe("the journal's format", () => {
     expect(read.records.map((r) => JSON.parse(r.payload).messages[0].text)).toEqual(texts)
   })
 
+  it("tells a patch that is what its JSON reads back from one that is not", () => {
+    const same = (value: unknown) => sameAsJson(value, JSON.parse(JSON.stringify(value)))
+    const message = { id: "a", role: "user", parts: [{ _tag: "text", text: "x" }], meta: { turn: 1 } }
+    expect(same({ keep: 0, messages: [message], set: { compression: [] } })).toBe(true)
+    class Point {
+      x = 1
+    }
+    const dropped = [{ a: undefined }, { a: new Date(0) }, { a: Number.NaN }, { a: -0 }, [1, undefined]]
+    for (const value of [...dropped, { a: Number.POSITIVE_INFINITY }, { a: new Point() }])
+      expect(same(value), JSON.stringify(value)).toBe(false)
+  })
+
   it("a change keeps the messages before the first one that is not the same object", () => {
     const a = { id: "a", text: "a" }
     const b = { id: "b", text: "b" }
@@ -165,6 +177,25 @@ describe("the file store's history journal", () => {
     const text = await run(store.readHistory("s"))
     expect(JSON.parse(text!)).toMatchObject({ format: "ctxo.history/v1", messages: { length: 4 } })
     expect((await run(store.readFile("s", "messages.json"))).content).toBe(text)
+  })
+
+  it("holds a record's own messages when they are what its JSON reads back, a copy of those that are not", async () => {
+    const { root, store } = await setup()
+    // History's document and the store's JSON then share a message instead of holding one each.
+    const kept = { id: "k", text: "kept" }
+    await run(change(store, "s", (doc) => ({ ...doc, messages: [...doc.messages, kept] })))
+    expect(((await run(store.readHistoryJson("s"))) as Doc).messages[0]).toBe(kept)
+    // A field JSON leaves out: the store holds what a reader of the journal gets.
+    const odd = { id: "o", text: "odd", extra: undefined }
+    await run(change(store, "s", (doc) => ({ ...doc, messages: [...doc.messages, odd] })))
+    const [first, second] = ((await run(store.readHistoryJson("s"))) as Doc).messages
+    expect(first).toBe(kept)
+    expect(second).not.toBe(odd)
+    expect(Object.keys(second!)).toEqual(["id", "text"])
+    expect(((await run(Store.makeUnsafe(root).readHistoryJson("s"))) as Doc).messages).toEqual([
+      kept,
+      { id: "o", text: "odd" }
+    ])
   })
 
   it("keeps the session's document as it is now, not every earlier one", async () => {

@@ -35,6 +35,7 @@ import {
   type JournalProblem,
   readJournal,
   recordLine,
+  sameAsJson,
   withJournalSeq
 } from "../HistoryJournal.ts"
 import { deferredSyncs } from "../HistorySync.ts"
@@ -577,11 +578,15 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
 
   /**
    * A fold in the background (it waits for the lock; the turn that asked goes on), when the journal
-   * is still past its marks then (any journal: `onlyIfDue` false). `whenQuiet`: once the session has
-   * been quiet for `foldDelay` ms (a fold queued behind a turn held up the client's next turn).
+   * is still past its marks then (or `folded`, another fold). `whenQuiet`: once the session has been
+   * quiet for `foldDelay` ms (a fold queued behind a turn held up the client's next turn).
    */
-  const scheduleFold = (sessionId: string, whenQuiet: boolean, onlyIfDue = true) => {
-    const fold = deps.withoutLocks(foldLocked(sessionId, onlyIfDue))
+  const scheduleFold = (
+    sessionId: string,
+    whenQuiet: boolean,
+    folded: Effect.Effect<void> = foldLocked(sessionId, true)
+  ) => {
+    const fold = deps.withoutLocks(folded)
     // Quiet: no span holds or waits for the lock now, and none appended a record meanwhile.
     const quiet: Effect.Effect<void> = Effect.suspend(() => {
       const before = lastSpan.get(sessionId)
@@ -597,9 +602,19 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     )
   }
 
+  /** Whether the session is one of the least recently appended beyond `maxJournaled`. */
+  const beyondBound = (sessionId: string) => {
+    let over = journaled.size - maxJournaled
+    for (const id of journaled) {
+      if (over-- <= 0) return false
+      if (id === sessionId) return true
+    }
+    return false
+  }
   /**
-   * The least recently appended sessions beyond `maxJournaled`, each folded once it is quiet (those
-   * folding already count as leaving).
+   * The least recently appended sessions beyond `maxJournaled`, each folded once it is quiet if it
+   * still is one then (appended to meanwhile, it is among the latest); those folding already count
+   * as leaving.
    */
   const foldLeastRecent = Effect.suspend(() => {
     let over = journaled.size - maxJournaled
@@ -608,7 +623,16 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       if (over-- <= 0) break
       if (!folding.has(sessionId)) oldest.push(sessionId)
     }
-    return Effect.forEach(oldest, (sessionId) => scheduleFold(sessionId, true, false), { discard: true })
+    return Effect.forEach(
+      oldest,
+      (sessionId) =>
+        scheduleFold(
+          sessionId,
+          true,
+          Effect.suspend(() => (beyondBound(sessionId) ? foldLocked(sessionId) : Effect.void))
+        ),
+      { discard: true }
+    )
   })
 
   /**
@@ -641,8 +665,10 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     const file = join(dir, HISTORY_JOURNAL)
     const seq = current.seq + 1
     const { line, payload } = recordLine(seq, patch)
-    // What a reader gets from the record: the patch as written, applied.
-    const applied = applyPatch(current.json, JSON.parse(payload) as HistoryPatch)
+    // What a reader gets from the record: the patch as written, applied (the patch's own objects
+    // when they are that: history's document then shares them).
+    const parsed = JSON.parse(payload) as HistoryPatch
+    const applied = applyPatch(current.json, sameAsJson(patch, parsed) ? patch : parsed)
     if (Either.isLeft(applied))
       return yield* Effect.dieMessage(`history patch of ${sessionId} does not fit: ${applied.left}`)
     const json = applied.right
