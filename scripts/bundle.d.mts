@@ -5,4 +5,15 @@ export interface BundleOptions {
   readonly banner?: string
 }
 export declare const bundle: (options: BundleOptions) => Promise<unknown>
-export declare const ensureBundle: (options: BundleOptions) => Promise<boolean>
+export declare const ensureBundle: (
+  options: BundleOptions,
+  apart?: { readonly script: string }
+) => Promise<boolean>
+export declare const buildApart: (script: string) => () => Promise<void>
+export declare const ensureBuilt: (options: {
+  readonly app: string
+  readonly outfile: string
+  readonly build: () => Promise<unknown>
+  readonly files?: ReadonlyArray<string>
+  readonly packages?: ReadonlyArray<string>
+}) => Promise<boolean>

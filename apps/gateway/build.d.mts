@@ -1,2 +1,3 @@
 export declare const outfile: string
-export declare const ensureBuilt: () => Promise<boolean>
+/** `apart`: built by `node build.mjs` in a process of its own. */
+export declare const ensureBuilt: (options?: { readonly apart?: boolean }) => Promise<boolean>

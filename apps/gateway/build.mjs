@@ -1,6 +1,6 @@
 /**
  * The gateway's bundle, `dist/main.js`: what `pnpm start` runs (see `scripts/bundle.mjs`).
- * `node build.mjs` builds it; `ensureBuilt()` builds it when its sources changed.
+ * `node build.mjs` builds it; `ensureBuilt()` builds it when its sources changed (here, or apart).
  */
 import { fileURLToPath } from "node:url"
 import { bundle, ensureBundle } from "../../scripts/bundle.mjs"
@@ -10,6 +10,8 @@ const options = {
   outfile: fileURLToPath(new URL("./dist/main.js", import.meta.url))
 }
 export const outfile = options.outfile
-export const ensureBuilt = () => ensureBundle(options)
+/** `apart`: built by `node build.mjs` in a process of its own (what `pnpm start` does). */
+export const ensureBuilt = ({ apart = false } = {}) =>
+  ensureBundle(options, apart ? { script: fileURLToPath(import.meta.url) } : undefined)
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await bundle(options)

@@ -2,4 +2,5 @@
 export declare const dist: string
 export declare const outfile: string
 export declare const build: () => Promise<void>
-export declare const ensureBuilt: () => Promise<boolean>
+/** `apart`: built by `node build.mjs` in a process of its own. */
+export declare const ensureBuilt: (options?: { readonly apart?: boolean }) => Promise<boolean>

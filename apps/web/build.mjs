@@ -8,7 +8,7 @@
 import { existsSync, renameSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { ensureBuilt as ensureFresh } from "../../scripts/bundle.mjs"
+import { buildApart, ensureBuilt as ensureFresh } from "../../scripts/bundle.mjs"
 
 const app = fileURLToPath(new URL(".", import.meta.url))
 export const dist = join(app, "dist")
@@ -35,12 +35,15 @@ export const build = async () => {
   }
 }
 
-/** Builds the page when a file it is made of is newer than its index.html; resolves to whether it built. */
-export const ensureBuilt = () =>
+/**
+ * Builds the page when a file it is made of is newer than its index.html; resolves to whether it
+ * built. `apart`: by `node build.mjs` in a process of its own (what `pnpm start` does).
+ */
+export const ensureBuilt = ({ apart = false } = {}) =>
   ensureFresh({
     app,
     outfile,
-    build,
+    build: apart ? buildApart(fileURLToPath(import.meta.url)) : build,
     files: ["index.html", "vite.config.ts", "build.mjs"],
     // The packages the page imports (the rest cannot change it).
     packages: ["api", "client", "history", "budget", "store", "blocks"]
