@@ -26,7 +26,12 @@ import { fullResultPath } from "./ToolResultCompressor.ts"
 
 export interface Service {
   readonly load: (sessionId: string) => Effect.Effect<HistoryDocument, HistoryError>
-  /** Applies `f` to the current document and stores the result; returns what `f` returned. */
+  /**
+   * Applies `f` to the current document and stores the result; returns what `f` returned. A
+   * document and everything in it (a tool's `data` and `input` too) are never changed once made:
+   * the store holds the same objects and writes them out later (`f` makes new ones for what it
+   * changes, as `diffHistory` expects).
+   */
   readonly modify: <A, E = never>(
     sessionId: string,
     f: (doc: HistoryDocument) => Effect.Effect<readonly [A, HistoryDocument], E>

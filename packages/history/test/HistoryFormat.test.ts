@@ -1,9 +1,15 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Either, SchemaAST } from "effect"
 import fc from "fast-check"
 import { decodeHistoryJson, decodeHistoryText } from "../src/HistoryFormat.ts"
 import type { HistoryDocument, Message } from "../src/Message.ts"
-import { emptyHistory, textOf, toolCallsOf, toolResultsOf } from "../src/Message.ts"
+import {
+  emptyHistory,
+  HistoryDocument as HistoryDocumentSchema,
+  textOf,
+  toolCallsOf,
+  toolResultsOf
+} from "../src/Message.ts"
 import { turnsOf } from "../src/Turns.ts"
 
 const read = (value: unknown, file = "s1/messages.json"): HistoryDocument =>
@@ -74,7 +80,8 @@ describe("decodeHistoryText", () => {
     const more = { ...v1, messages: [{ ...v1.messages[0]!, note: "not ours" }, ...v1.messages.slice(1)] }
     const decoded = Either.getOrThrow(decodeHistoryJson(more, "s1/messages.json"))
     expect(decoded).not.toBe(more)
-    expect(decoded).toEqual(v1)
+    expect(decoded).toEqual(v1) // As it is only while the schema transforms nothing (its decoded and encoded sides are one).
+    expect(SchemaAST.typeAST(HistoryDocumentSchema.ast)).toBe(HistoryDocumentSchema.ast)
   })
 
   it("reads a plain array: a turn per user message, the last assistant text is the final answer", () => {

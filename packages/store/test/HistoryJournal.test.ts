@@ -120,7 +120,18 @@ describe("the journal's format", () => {
       x = 1
     }
     const dropped = [{ a: undefined }, { a: new Date(0) }, { a: Number.NaN }, { a: -0 }, [1, undefined]]
-    for (const value of [...dropped, { a: Number.POSITIVE_INFINITY }, { a: new Point() }])
+    const extra = Object.assign([1, 2], { note: "x" })
+    const hidden = Object.defineProperty({ a: 1 }, "b", { value: 2, enumerable: false })
+    class List extends Array<number> {}
+    for (const value of [
+      ...dropped,
+      { a: Number.POSITIVE_INFINITY },
+      { a: new Point() },
+      { a: extra },
+      { a: hidden },
+      { a: { [Symbol("s")]: 1 } },
+      { a: List.from([1]) }
+    ])
       expect(same(value), JSON.stringify(value)).toBe(false)
   })
 

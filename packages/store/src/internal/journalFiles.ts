@@ -22,6 +22,9 @@
  *   - for another record of a span (a turn's tool step or answer), once the session has been
  *     quiet for `foldDelayMs` (no span holding or waiting for its lock, none appending a record),
  *     under the lock, if no span folded meanwhile: the next span's first record folds it otherwise.
+ * - Past `maxJournaled` sessions with a journal, one worker folds the least recently appended ones,
+ *   one at a time, each once quiet: what the store keeps of a session until its fold (that it must
+ *   fold it, its journal's file, its last span) is bounded however many sessions it serves.
  */
 import { fstatSync, ftruncateSync, writeSync } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
@@ -308,8 +311,13 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
   const states = cache.holder<HistoryState>("store history state")
   const keyOf = (sessionId: string) => SessionCache.keyOf(deps.scope, sessionId)
   const files = new Map<string, JournalFile>()
-  /** Sessions this store appended to since their last fold, the least recently appended first. */
-  const journaled = new Set<string>()
+  /**
+   * Sessions this store appended to since their last fold, with when they last did
+   * (`performance.now()`), the least recently appended first.
+   */
+  const journaled = new Map<string, number>()
+  /** Whether the worker folding past `maxJournaled` runs (`foldBeyondBound`). */
+  let boundWorker = false
   /** Folds asked for in the background (waiting for the session's lock, or holding it). */
   const folding = new Map<string, Deferred.Deferred<void>>()
   /** Folds running under a lock span's lock while the span goes on. */
@@ -510,7 +518,9 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
   /** Folds the session's journal (`onlyIfDue`: only when it is past its marks still). */
   const foldNow = Effect.fnUntraced(function* (sessionId: string, onlyIfDue = false) {
     const state = yield* readState(sessionId, true)
-    if (state.journalIno === undefined || (onlyIfDue && !isDue(state))) return
+    // No journal (another process folded it): nothing to fold, nor to keep of it.
+    if (state.journalIno === undefined) return forgetJournal(sessionId)
+    if (onlyIfDue && !isDue(state)) return
     const base = yield* deps.ready
     const dir = join(base, sessionId)
     const text = state.text()
@@ -537,10 +547,24 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     remember(sessionId, historyState(stampM, noJournal, 0, text?.length ?? 0, state.current, always(text)))
   })
 
-  /** A fold that failed is said in the log; a session gone meanwhile is left alone. */
+  /**
+   * What the store keeps of a session whose journal is gone (another process folded it, or deleted
+   * the session): a journal file no record waits on is closed.
+   */
+  const forgetJournal = (sessionId: string) => {
+    journaled.delete(sessionId)
+    lastSpan.delete(sessionId)
+    const file = files.get(sessionId)
+    if (file?.idle === true) {
+      files.delete(sessionId)
+      file.close()
+    }
+  }
+
+  /** A fold that failed is said in the log; a session gone meanwhile is left alone, and forgotten. */
   const quietly = (sessionId: string) => (fold: Effect.Effect<void, StoreError>) =>
     fold.pipe(
-      Effect.catchTag("SessionNotFound", () => Effect.void),
+      Effect.catchTag("SessionNotFound", () => Effect.sync(() => forgetJournal(sessionId))),
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause)
           ? Effect.void
@@ -578,15 +602,11 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
 
   /**
    * A fold in the background (it waits for the lock; the turn that asked goes on), when the journal
-   * is still past its marks then (or `folded`, another fold). `whenQuiet`: once the session has been
-   * quiet for `foldDelay` ms (a fold queued behind a turn held up the client's next turn).
+   * is still past its marks then. `whenQuiet`: once the session has been quiet for `foldDelay` ms (a
+   * fold queued behind a turn held up the client's next turn).
    */
-  const scheduleFold = (
-    sessionId: string,
-    whenQuiet: boolean,
-    folded: Effect.Effect<void> = foldLocked(sessionId, true)
-  ) => {
-    const fold = deps.withoutLocks(folded)
+  const scheduleFold = (sessionId: string, whenQuiet: boolean) => {
+    const fold = deps.withoutLocks(foldLocked(sessionId, true))
     // Quiet: no span holds or waits for the lock now, and none appended a record meanwhile.
     const quiet: Effect.Effect<void> = Effect.suspend(() => {
       const before = lastSpan.get(sessionId)
@@ -602,37 +622,32 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     )
   }
 
-  /** Whether the session is one of the least recently appended beyond `maxJournaled`. */
-  const beyondBound = (sessionId: string) => {
-    let over = journaled.size - maxJournaled
-    for (const id of journaled) {
-      if (over-- <= 0) return false
-      if (id === sessionId) return true
-    }
-    return false
-  }
   /**
-   * The least recently appended sessions beyond `maxJournaled`, each folded once it is quiet if it
-   * still is one then (appended to meanwhile, it is among the latest); those folding already count
-   * as leaving.
+   * While more than `maxJournaled` sessions have a journal, folds the least recently appended one
+   * that has been quiet for `foldDelay` (no record since, no span holding or waiting for its lock),
+   * one at a time, in one worker. A fiber per session past the bound, each waiting for the store's
+   * fold lock, made every release wake them all: memory and time grew with their square. A fold
+   * that fails (said in the log) leaves the session's journal to be read as it is.
    */
-  const foldLeastRecent = Effect.suspend(() => {
+  const foldBeyondBound: Effect.Effect<void> = Effect.suspend(() => {
     let over = journaled.size - maxJournaled
-    const oldest: Array<string> = []
-    for (const sessionId of journaled) {
+    if (over <= 0) return Effect.void
+    const now = performance.now()
+    let wait = foldDelay
+    for (const [sessionId, at] of journaled) {
       if (over-- <= 0) break
-      if (!folding.has(sessionId)) oldest.push(sessionId)
+      if (now - at >= foldDelay && !deps.busy(sessionId))
+        return foldLocked(sessionId).pipe(
+          Effect.zipRight(
+            Effect.sync(() => {
+              if (journaled.get(sessionId) === at) journaled.delete(sessionId)
+            })
+          ),
+          Effect.zipRight(foldBeyondBound)
+        )
+      wait = Math.min(wait, Math.max(at + foldDelay - now, 10))
     }
-    return Effect.forEach(
-      oldest,
-      (sessionId) =>
-        scheduleFold(
-          sessionId,
-          true,
-          Effect.suspend(() => (beyondBound(sessionId) ? foldLocked(sessionId) : Effect.void))
-        ),
-      { discard: true }
-    )
+    return Effect.zipRight(Effect.sleep(wait), foldBeyondBound)
   })
 
   /**
@@ -699,8 +714,17 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     )
     remember(sessionId, next)
     journaled.delete(sessionId)
-    journaled.add(sessionId)
-    if (journaled.size > maxJournaled) yield* foldLeastRecent
+    journaled.set(sessionId, performance.now())
+    if (journaled.size > maxJournaled && !boundWorker) {
+      boundWorker = true
+      yield* Effect.forkDaemon(
+        deps.withoutLocks(
+          Effect.interruptible(foldBeyondBound).pipe(
+            Effect.ensuring(Effect.sync(() => (boundWorker = false)))
+          )
+        )
+      )
+    }
     const spanNumber = span === undefined ? undefined : numberOf(span)
     const first = spanNumber !== undefined && lastSpan.get(sessionId) !== spanNumber
     if (spanNumber !== undefined) lastSpan.set(sessionId, spanNumber)
@@ -836,7 +860,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       yield* Effect.forEach([...inSpan.values(), ...folding.values()], (done) => Deferred.await(done), {
         discard: true
       })
-      yield* Effect.forEach([...journaled], (sessionId) => foldLocked(sessionId), { discard: true })
+      yield* Effect.forEach([...journaled.keys()], (sessionId) => foldLocked(sessionId), { discard: true })
       for (const file of files.values()) file.close()
     })
   }
