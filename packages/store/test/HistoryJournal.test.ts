@@ -8,6 +8,7 @@
 import {
   appendFileSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   type PathLike,
   readFileSync,
@@ -694,6 +695,30 @@ describe("what the file store keeps of the sessions it appended to", () => {
       expect(textsOf(await run(store.readHistoryJson(id)))).toEqual(texts)
       expect(textsOf(await run(again.readHistoryJson(id)))).toEqual(texts)
     }
+    await run(store.flush)
+  })
+
+  it("leaves a journal it cannot fold to be read as it is, and goes on folding the others past its bound", async () => {
+    const { root, store } = await setup({ journal: { maxJournaled: 1, foldDelayMs: 10 } })
+    for (const id of ["a", "b", "c"]) await run(store.createSession({ id, concept: "" }))
+    const journal = (id: string) => existsSync(join(root, id, "messages.journal"))
+    const until = async (done: () => boolean) => {
+      for (let waited = 0; !done() && waited < 5_000; waited += 20)
+        await new Promise((r) => setTimeout(r, 20))
+    }
+    await run(store.withSessionLock("a", add(store, "hello a", "a")))
+    // messages.json cannot be written: a's fold fails (said in the log), once.
+    mkdirSync(join(root, "a", "messages.json"))
+    await run(store.withSessionLock("b", add(store, "hello b", "b")))
+    await new Promise((r) => setTimeout(r, 200))
+    expect([journal("a"), journal("b")]).toEqual([true, true])
+    // The worker ended and a new one folds b once c is past the bound.
+    await run(store.withSessionLock("c", add(store, "hello c", "c")))
+    await until(() => !journal("b"))
+    expect([journal("a"), journal("b"), journal("c")]).toEqual([true, false, true])
+    rmSync(join(root, "a", "messages.json"), { recursive: true })
+    for (const id of ["a", "b", "c"])
+      expect(textsOf(await run(Store.makeUnsafe(root).readHistoryJson(id)))).toEqual([`hello ${id}`])
     await run(store.flush)
   })
 })

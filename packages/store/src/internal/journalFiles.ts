@@ -29,7 +29,7 @@
 import { fstatSync, ftruncateSync, writeSync } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
 import { join } from "node:path"
-import { Cause, Deferred, Effect, Either, FiberId, FiberRef } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, FiberId, FiberRef } from "effect"
 import {
   applyPatch,
   foldJournal,
@@ -627,27 +627,35 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
    * that has been quiet for `foldDelay` (no record since, no span holding or waiting for its lock),
    * one at a time, in one worker. A fiber per session past the bound, each waiting for the store's
    * fold lock, made every release wake them all: memory and time grew with their square. A fold
-   * that fails (said in the log) leaves the session's journal to be read as it is.
+   * that fails (said in the log) leaves the session's journal to be read as it is, and forgets it
+   * (the store's flush does not try it again).
    */
   const foldBeyondBound: Effect.Effect<void> = Effect.suspend(() => {
     let over = journaled.size - maxJournaled
-    if (over <= 0) return Effect.void
+    if (over <= 0) {
+      // Said in the step that decides: an append after it starts another worker.
+      boundWorker = false
+      return Effect.void
+    }
+    const delay = Math.max(foldDelay, 10)
     const now = performance.now()
-    let wait = foldDelay
+    let wait = delay
     for (const [sessionId, at] of journaled) {
       if (over-- <= 0) break
-      if (now - at >= foldDelay && !deps.busy(sessionId))
+      if (deps.busy(sessionId)) continue
+      if (now - at >= delay)
         return foldLocked(sessionId).pipe(
           Effect.zipRight(
             Effect.sync(() => {
-              if (journaled.get(sessionId) === at) journaled.delete(sessionId)
+              // Not folded (said in the log): its journal is read as it is; flush does not try again.
+              if (journaled.get(sessionId) === at) forgetJournal(sessionId)
             })
           ),
           Effect.zipRight(foldBeyondBound)
         )
-      wait = Math.min(wait, Math.max(at + foldDelay - now, 10))
+      wait = Math.min(wait, at + delay - now)
     }
-    return Effect.zipRight(Effect.sleep(wait), foldBeyondBound)
+    return Effect.zipRight(Effect.sleep(Math.max(wait, 10)), foldBeyondBound)
   })
 
   /**
@@ -720,7 +728,9 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       yield* Effect.forkDaemon(
         deps.withoutLocks(
           Effect.interruptible(foldBeyondBound).pipe(
-            Effect.ensuring(Effect.sync(() => (boundWorker = false)))
+            Effect.onExit((exit) =>
+              Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => (boundWorker = false))
+            )
           )
         )
       )
