@@ -56,34 +56,40 @@ const checksum = (seq: number, payload: string) =>
   createHash("sha256").update(`${seq}:${payload}`).digest("hex").slice(0, 8)
 
 /**
- * Whether `value` is what parsing its JSON gave (`parsed`): plain objects and arrays of the same
- * values, nothing the JSON dropped or changed (an undefined field, a Date, NaN, -0, a class, an
- * array's own subclass or extra field, a symbol or non-enumerable key). A getter is read as its
- * value. A record's patch that is keeps its own objects in the document the store holds: history's
- * document and the store's JSON then share their messages instead of holding a copy each.
+ * Whether parsing `value`'s JSON gives back the same data: plain objects and arrays of strings,
+ * booleans, null and finite numbers, nothing JSON drops or changes (an undefined field, a function,
+ * a Date, NaN, -0, a class, an array's hole, subclass or extra field, a symbol or non-enumerable
+ * key). A getter is read as its value. A record's patch that is keeps its own objects in the
+ * document the store holds, without a parse: history's document and the store's JSON then share
+ * their messages instead of holding a copy each.
  */
-export const sameAsJson = (value: unknown, parsed: unknown): boolean => {
-  if (value === parsed) return typeof value !== "number" || !Object.is(value, -0)
-  if (typeof value !== "object" || value === null || typeof parsed !== "object" || parsed === null)
-    return false
+export const jsonExact = (value: unknown): boolean => {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return true
+    case "number":
+      return Number.isFinite(value) && !Object.is(value, -0)
+    case "object":
+      break
+    default:
+      return false
+  }
+  if (value === null) return true
   if (Array.isArray(value)) {
-    if (!Array.isArray(parsed) || value.length !== parsed.length) return false
     if (
       Object.getPrototypeOf(value) !== Array.prototype ||
       Reflect.ownKeys(value).length !== value.length + 1
     )
       return false
-    for (let i = 0; i < value.length; i++) if (!sameAsJson(value[i], parsed[i])) return false
+    for (const item of value) if (!jsonExact(item)) return false
     return true
   }
   const proto = Object.getPrototypeOf(value)
-  if ((proto !== Object.prototype && proto !== null) || Array.isArray(parsed)) return false
+  if (proto !== Object.prototype && proto !== null) return false
   const keys = Object.keys(value)
-  if (keys.length !== Object.keys(parsed).length || Reflect.ownKeys(value).length !== keys.length)
-    return false
-  for (const key of keys)
-    if (!sameAsJson((value as Record<string, unknown>)[key], (parsed as Record<string, unknown>)[key]))
-      return false
+  if (Reflect.ownKeys(value).length !== keys.length) return false
+  for (const key of keys) if (!jsonExact((value as Record<string, unknown>)[key])) return false
   return true
 }
 

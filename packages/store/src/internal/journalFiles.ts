@@ -36,9 +36,9 @@ import {
   type HistoryPatch,
   type JournalLines,
   type JournalProblem,
+  jsonExact,
   readJournal,
   recordLine,
-  sameAsJson,
   withJournalSeq
 } from "../HistoryJournal.ts"
 import { deferredSyncs } from "../HistorySync.ts"
@@ -534,31 +534,25 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     yield* attempt(join(dir, HISTORY_JOURNAL), "remove", () =>
       unlinkInside(dir, HISTORY_JOURNAL, deps.allowed(base, sessionId))
     )
-    const file = files.get(sessionId)
-    if (file !== undefined) {
-      // Its records are in messages.json now (or were already): whoever waits on them is done.
-      file.settle(seq)
-      files.delete(sessionId)
-      file.close()
-    }
-    journaled.delete(sessionId)
-    lastSpan.delete(sessionId)
+    // Its records are in messages.json now (or were already): whoever waits on them is done.
+    forgetJournal(sessionId, seq)
     const stampM = stampNow(join(dir, HISTORY_FILE))
     remember(sessionId, historyState(stampM, noJournal, 0, text?.length ?? 0, state.current, always(text)))
   })
 
   /**
-   * What the store keeps of a session whose journal is gone (another process folded it, or deleted
-   * the session): a journal file no record waits on is closed.
+   * Drops what the store keeps of a session's journal: folded (its records up to `settled` are in
+   * messages.json, so whoever waits on them is done), gone (another process folded it or deleted the
+   * session), not foldable, or the session deleted. Its file closes once no record waits on it.
    */
-  const forgetJournal = (sessionId: string) => {
+  const forgetJournal = (sessionId: string, settled?: number) => {
     journaled.delete(sessionId)
     lastSpan.delete(sessionId)
     const file = files.get(sessionId)
-    if (file?.idle === true) {
-      files.delete(sessionId)
-      file.close()
-    }
+    if (file === undefined) return
+    if (settled !== undefined) file.settle(settled)
+    files.delete(sessionId)
+    file.close()
   }
 
   /** A fold that failed is said in the log; a session gone meanwhile is left alone, and forgotten. */
@@ -688,10 +682,9 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     const file = join(dir, HISTORY_JOURNAL)
     const seq = current.seq + 1
     const { line, payload } = recordLine(seq, patch)
-    // What a reader gets from the record: the patch as written, applied (the patch's own objects
-    // when they are that: history's document then shares them).
-    const parsed = JSON.parse(payload) as HistoryPatch
-    const applied = applyPatch(current.json, sameAsJson(patch, parsed) ? patch : parsed)
+    // What a reader gets from the record: the patch as written, applied. The patch's own objects
+    // when its JSON reads back as them (history's document then shares them), a parse of it else.
+    const applied = applyPatch(current.json, jsonExact(patch) ? patch : (JSON.parse(payload) as HistoryPatch))
     if (Either.isLeft(applied))
       return yield* Effect.dieMessage(`history patch of ${sessionId} does not fit: ${applied.left}`)
     const json = applied.right
@@ -853,13 +846,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
         settle(sessionId),
         Effect.sync(() => {
           states.delete(keyOf(sessionId))
-          journaled.delete(sessionId)
-          lastSpan.delete(sessionId)
-          const file = files.get(sessionId)
-          if (file !== undefined) {
-            files.delete(sessionId)
-            file.close()
-          }
+          forgetJournal(sessionId)
         })
       ),
     /**
