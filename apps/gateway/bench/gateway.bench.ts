@@ -346,11 +346,13 @@ for (const stream of [false, true]) {
     const text = await r.body.text()
     const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0)
     const gauge = (name: string) => value(name) / 1048576
+    const lookups = (result: string) =>
+      value(`ctxo_session_cache_lookups_total\\{holder="store history state",result="${result}"\\}`)
     return {
       total: gauge("nodejs_heap_size_total_bytes"),
       used: gauge("nodejs_heap_size_used_bytes"),
       old: `old space ${gauge('nodejs_heap_space_size_total_bytes\\{space="old"\\}').toFixed(0)} MB (${gauge('nodejs_heap_space_size_used_bytes\\{space="old"\\}').toFixed(0)} in use)`,
-      cache: `session cache ${gauge("ctxo_session_cache_bytes").toFixed(1)} of ${gauge("ctxo_session_cache_max_bytes").toFixed(0)} MB, ${value("ctxo_session_cache_sessions")} sessions, ${value("ctxo_session_cache_evictions_total")} evicted`
+      cache: `session cache ${gauge("ctxo_session_cache_bytes").toFixed(1)} of ${gauge("ctxo_session_cache_max_bytes").toFixed(0)} MB, ${value("ctxo_session_cache_sessions")} sessions, ${value("ctxo_session_cache_evictions_total")} evicted (${value("ctxo_session_cache_rejections_total")} never admitted), the store's lookups ${lookups("hit")} found and ${lookups("miss")} read again`
     }
   }
   await mixed(total / 10)

@@ -512,14 +512,41 @@ export const sessionCacheMetrics = (stats: SessionCache.Stats): string =>
     family("ctxo_session_cache_sessions", "Sessions kept between requests.", "gauge", stats.sessions),
     family(
       "ctxo_session_cache_evictions_total",
-      "Sessions let go for the budget (read again when asked).",
+      "Sessions let go for the budget (read again when asked), those new to the cache and not admitted included.",
       "counter",
       stats.evicted
+    ),
+    family(
+      "ctxo_session_cache_rejections_total",
+      "Sessions new to the cache let go without being admitted: asked for no more often lately than the session they would have pushed out.",
+      "counter",
+      stats.rejected
     ),
     family(
       "ctxo_session_cache_entries",
       "Sessions kept between requests, by holder (every tenant's together).",
       "gauge",
       Object.entries(stats.holders).map(([holder, count]) => [[["holder", holder]], count] as const)
+    ),
+    family(
+      "ctxo_session_cache_lookups_total",
+      "Lookups of a session's value, by holder and whether it was kept (hit) or is read again (miss).",
+      "counter",
+      Object.entries(stats.lookups).flatMap(([holder, { hits, misses }]) => [
+        [
+          [
+            ["holder", holder],
+            ["result", "hit"]
+          ],
+          hits
+        ] as const,
+        [
+          [
+            ["holder", holder],
+            ["result", "miss"]
+          ],
+          misses
+        ] as const
+      ])
     )
   ].join("")

@@ -182,6 +182,15 @@ describe("GET /metrics", () => {
     expect(samples.get("ctxo_session_cache_sessions")).toBeGreaterThanOrEqual(1)
     expect(samples.get("ctxo_session_cache_bytes")).toBeGreaterThan(0)
     expect(samples.get("ctxo_session_cache_evictions_total")).toBe(0)
+    expect(types.get("ctxo_session_cache_rejections_total")).toBe("counter")
+    expect(samples.get("ctxo_session_cache_rejections_total")).toBe(0)
+    // Lookups by holder and result: the session's second turn found what its first kept, and its
+    // first read the history the cache did not have yet.
+    expect(types.get("ctxo_session_cache_lookups_total")).toBe("counter")
+    const lookups = (result: string) =>
+      samples.get(`ctxo_session_cache_lookups_total{holder="store history state",result="${result}"}`)
+    expect(lookups("hit")).toBeGreaterThan(0)
+    expect(lookups("miss")).toBeGreaterThan(0)
 
     // Routes are the contract's templates, never raw URLs.
     expect(moved("ctxo_http_requests_total", 'route="/api/session/:id/chat"', 'status="200"')).toBe(2)

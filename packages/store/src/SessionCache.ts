@@ -3,8 +3,21 @@
  * a session in a shape of their own: the store its history's state (the JSON and the journal's
  * place), history the decoded document, memory the session's grouped turns, the turn engine its
  * last compile. Each is a holder here, and a session's entries go together: when the budget is
- * exceeded, the least recently used session leaves every holder at once, and its next request reads
- * and decodes it again.
+ * exceeded, a session leaves every holder at once, and its next request reads and decodes it again.
+ *
+ * Which session leaves: the budget is shared the way W-TinyLFU shares it (Caffeine's policy). A
+ * session new to the cache enters a window (`WINDOW_SHARE` of the budget, least recently used
+ * out first). Leaving the window, it is admitted while the budget holds it; over the budget, only
+ * when it was asked for more often lately than the admitted session that would leave for it (ties
+ * keep the admitted one). Admitted sessions are on trial until asked for again, then protected
+ * (`PROTECTED_SHARE` of the rest); those on trial leave first. A least-recently-used cache lets
+ * every session go before its next turn when more sessions take turns in rotation than it holds
+ * (none found again); this one keeps most of its admitted sessions through such a rotation and
+ * lets the new ones pass through the window.
+ *
+ * How often a session was asked for: lookups of it, one per visit (lookups within `VISIT_SPAN`
+ * lookups of any session count once), halved every `AGE_EVERY` visits per session kept, so that
+ * what was often asked for long ago gives way.
  *
  * A session weighs `TEXT_FACTOR` times its history's stored text (its length, which the store says
  * when it reads or writes it: `sized`), at least `MIN_SESSION_BYTES`, in each holder that keeps it;
@@ -27,6 +40,14 @@ export const DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 export const TEXT_FACTOR = 3
 /** What a session weighs at least in a holder (the objects around a short history). */
 export const MIN_SESSION_BYTES = 8192
+/** The share of the budget for sessions new to the cache, before they are admitted or let go. */
+export const WINDOW_SHARE = 0.1
+/** The share of the admitted sessions' budget for those asked for again since their admission. */
+export const PROTECTED_SHARE = 0.8
+/** Lookups of a session within this many lookups of any session's last counted one are one visit. */
+export const VISIT_SPAN = 64
+/** The visits counted are halved after this many visits per session kept (at least 64 sessions). */
+export const AGE_EVERY = 10
 
 export interface Holder<V> {
   /** The holder's value for the session, which becomes the most recently used. */
@@ -49,10 +70,14 @@ export interface Stats {
   /** What the kept sessions weigh, each in every holder that keeps it. */
   readonly bytes: number
   readonly maxBytes: number
-  /** Sessions evicted for the budget since the cache was made. */
+  /** Sessions let go for the budget since the cache was made (those never admitted included). */
   readonly evicted: number
+  /** Of them, sessions new to the cache that were not admitted (asked for no more than those kept). */
+  readonly rejected: number
   /** Sessions kept, by holder name (holders of one name, as each tenant's store has, added up). */
   readonly holders: Readonly<Record<string, number>>
+  /** Lookups (`get`) that found the holder's value, and those that did not, by holder name. */
+  readonly lookups: Readonly<Record<string, { readonly hits: number; readonly misses: number }>>
 }
 
 export interface Service {
@@ -77,59 +102,148 @@ export class SessionCache extends Context.Tag("@ctxo/store/SessionCache")<Sessio
 
 export const keyOf = (scope: string, sessionId: string) => `${scope}\u0000${sessionId}`
 
+/** Where a session is: new to the cache, admitted on trial, or asked for again since. */
+type Region = 0 | 1 | 2
+const WINDOW: Region = 0
+const PROBATION: Region = 1
+const PROTECTED: Region = 2
+
 interface Entry {
   bytes: number
+  /** What it weighs in all its holders. */
+  weight: number
+  region: Region
   /** By holder. */
   readonly values: Map<number, unknown>
   /** What the values of weighed holders weigh (by holder): their own size, not the history's. */
   readonly own: Map<number, number>
 }
 
+/** How often a session was asked for lately, and the lookup that last counted. */
+interface Visits {
+  count: number
+  at: number
+}
+
+/** The least recently used of a region (its first entry). */
+const oldest = (region: Map<string, Entry>): [string, Entry] | undefined => {
+  for (const pair of region) return pair
+  return undefined
+}
+
 export const make = (options: { readonly maxBytes?: number } = {}): Service => {
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES
   if (!(maxBytes > 0)) throw new RangeError(`A session cache needs a budget above 0 bytes, not ${maxBytes}`)
-  // Least recently used first.
-  const sessions = new Map<string, Entry>()
+  const windowMax = maxBytes * WINDOW_SHARE
+  const protectedMax = (maxBytes - windowMax) * PROTECTED_SHARE
+  // Each least recently used first: new to the cache, on trial, protected.
+  const regions = [new Map<string, Entry>(), new Map<string, Entry>(), new Map<string, Entry>()] as const
+  const [window, probation, protect] = regions
+  /** What each region's sessions weigh. */
+  const regionBytes = [0, 0, 0]
   /** The weight of a size, in each holder. */
   const weightOf = (bytes: number) => Math.max(bytes * TEXT_FACTOR, MIN_SESSION_BYTES)
   let total = 0
   let entries = 0
   let evicted = 0
-  /** Values kept, by holder. */
+  let rejected = 0
+  /** By holder: values kept, lookups that found one, lookups that did not. */
   const counts: Array<number> = []
+  const hits: Array<number> = []
+  const misses: Array<number> = []
   const names: Array<string> = []
 
+  const visits = new Map<string, Visits>()
+  let lookups = 0
+  let counted = 0
+  const sessionCount = () => window.size + probation.size + protect.size
+  /** A lookup of the session: a visit unless one was counted within the last `VISIT_SPAN` lookups. */
+  const visit = (key: string) => {
+    lookups++
+    const seen = visits.get(key)
+    if (seen === undefined) visits.set(key, { count: 1, at: lookups })
+    else if (lookups - seen.at > VISIT_SPAN) {
+      seen.count++
+      seen.at = lookups
+    } else return
+    if (++counted < AGE_EVERY * Math.max(64, sessionCount())) return
+    counted = 0
+    for (const [k, v] of visits)
+      if (v.count > 1) v.count >>= 1
+      else visits.delete(k)
+  }
+  const frequencyOf = (key: string) => visits.get(key)?.count ?? 0
+
+  const find = (key: string) => window.get(key) ?? probation.get(key) ?? protect.get(key)
   /** What the session weighs in one holder. */
   const weightIn = (entry: Entry, holder: number) => entry.own.get(holder) ?? weightOf(entry.bytes)
-  /** What the session weighs in all its holders. */
-  const weightAll = (entry: Entry) => {
-    let n = weightOf(entry.bytes) * (entry.values.size - entry.own.size)
-    for (const w of entry.own.values()) n += w
-    return n
+  const grow = (entry: Entry, delta: number) => {
+    entry.weight += delta
+    total += delta
+    regionBytes[entry.region]! += delta
   }
+  /** The session becomes the most recently used of `region`. */
+  const place = (key: string, entry: Entry, region: Region) => {
+    regions[entry.region].delete(key)
+    regionBytes[entry.region]! -= entry.weight
+    entry.region = region
+    regions[region].set(key, entry)
+    regionBytes[region]! += entry.weight
+  }
+  /** The session was used: the most recent of its region, and protected if it was on trial. */
   const touch = (key: string, entry: Entry) => {
-    sessions.delete(key)
-    sessions.set(key, entry)
+    if (entry.region !== PROBATION) return place(key, entry, entry.region)
+    place(key, entry, PROTECTED)
+    // Past the protected share, the least recently used protected go back on trial.
+    while (regionBytes[PROTECTED]! > protectedMax && protect.size > 1) {
+      const [k, e] = oldest(protect)!
+      place(k, e, PROBATION)
+    }
   }
-  /** Drops the least recently used sessions until the rest fit; the most recent one stays. */
+  const drop = (key: string, entry: Entry) => {
+    regions[entry.region].delete(key)
+    regionBytes[entry.region]! -= entry.weight
+    total -= entry.weight
+    entries -= entry.values.size
+    for (const holder of entry.values.keys()) counts[holder]!--
+    evicted++
+  }
+  /**
+   * The window's oldest leave it past its share: each admitted on trial while the budget holds it,
+   * else only by being asked for more often than the admitted session that would leave for it (on
+   * trial first; ties keep the admitted one). Then, while the budget is exceeded, admitted sessions
+   * leave, on trial first, then the window's; the session used last stays.
+   */
   const evict = () => {
-    for (const [key, entry] of sessions) {
-      if (total <= maxBytes || sessions.size <= 1) return
-      sessions.delete(key)
-      total -= weightAll(entry)
-      entries -= entry.values.size
-      for (const holder of entry.values.keys()) counts[holder]!--
-      evicted++
+    while (regionBytes[WINDOW]! > windowMax && window.size > 1) {
+      const [key, entry] = oldest(window)!
+      for (;;) {
+        const admitted = total > maxBytes ? (oldest(probation) ?? oldest(protect)) : undefined
+        if (admitted === undefined) {
+          place(key, entry, PROBATION)
+          break
+        }
+        if (frequencyOf(key) <= frequencyOf(admitted[0])) {
+          drop(key, entry)
+          rejected++
+          break
+        }
+        drop(admitted[0], admitted[1])
+      }
+    }
+    while (total > maxBytes && sessionCount() > 1) {
+      const [key, entry] = oldest(probation) ?? oldest(protect) ?? oldest(window)!
+      drop(key, entry)
     }
   }
   const remove = (key: string, entry: Entry, holder: number) => {
     if (!entry.values.has(holder)) return
-    total -= weightIn(entry, holder)
+    grow(entry, -weightIn(entry, holder))
     entry.values.delete(holder)
     entry.own.delete(holder)
     entries--
     counts[holder]!--
-    if (entry.values.size === 0) sessions.delete(key)
+    if (entry.values.size === 0) regions[entry.region].delete(key)
   }
 
   return {
@@ -139,64 +253,82 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
     ): Holder<V> => {
       const id = counts.length
       counts.push(0)
+      hits.push(0)
+      misses.push(0)
       names.push(name)
       const maxEntries = options.maxEntries ?? Number.POSITIVE_INFINITY
       const weigh = options.weigh
-      /** Its least recently used value leaves (the oldest session that has one). */
+      /** Its least recently used value leaves (of the oldest session that has one: on trial, protected, new). */
       const dropOldest = () => {
-        for (const [key, entry] of sessions)
-          if (entry.values.has(id)) {
-            remove(key, entry, id)
-            return
-          }
+        for (const region of [probation, protect, window])
+          for (const [key, entry] of region) if (entry.values.has(id)) return remove(key, entry, id)
       }
       return {
         get: (key) => {
-          const entry = sessions.get(key)
+          visit(key)
+          const entry = find(key)
           const value = entry?.values.get(id)
-          if (value === undefined) return undefined
+          if (value === undefined) {
+            misses[id]!++
+            return undefined
+          }
+          hits[id]!++
           touch(key, entry!)
           return value as V
         },
         set: (key, value, weight) => {
-          let entry = sessions.get(key)
+          let entry = find(key)
           if (entry === undefined) {
-            entry = { bytes: 0, values: new Map(), own: new Map() }
-            sessions.set(key, entry)
+            entry = { bytes: 0, weight: 0, region: WINDOW, values: new Map(), own: new Map() }
+            window.set(key, entry)
           } else touch(key, entry)
-          if (entry.values.has(id)) total -= weightIn(entry, id)
+          if (entry.values.has(id)) grow(entry, -weightIn(entry, id))
           else {
             entries++
             counts[id]!++
           }
           entry.values.set(id, value)
           if (weigh !== undefined) entry.own.set(id, weight ?? weigh(value))
-          total += weightIn(entry, id)
+          grow(entry, weightIn(entry, id))
           if (counts[id]! > maxEntries) dropOldest()
           evict()
         },
         delete: (key) => {
-          const entry = sessions.get(key)
+          const entry = find(key)
           if (entry !== undefined) remove(key, entry, id)
         },
         size: () => counts[id]!
       }
     },
     sized: (key, bytes) => {
-      const entry = sessions.get(key)
+      const entry = find(key)
       // A session no holder keeps is sized again when one reads it.
       if (entry === undefined) return
-      total += (weightOf(bytes) - weightOf(entry.bytes)) * (entry.values.size - entry.own.size)
+      grow(entry, (weightOf(bytes) - weightOf(entry.bytes)) * (entry.values.size - entry.own.size))
       entry.bytes = bytes
       evict()
     },
     maxBytes,
     stats: () => {
       const byName: Record<string, number> = {}
+      const byHolder: Record<string, { hits: number; misses: number }> = {}
       names.forEach((name, id) => {
         byName[name] = (byName[name] ?? 0) + counts[id]!
+        const mine = byHolder[name] ?? { hits: 0, misses: 0 }
+        mine.hits += hits[id]!
+        mine.misses += misses[id]!
+        byHolder[name] = mine
       })
-      return { sessions: sessions.size, entries, bytes: total, maxBytes, evicted, holders: byName }
+      return {
+        sessions: sessionCount(),
+        entries,
+        bytes: total,
+        maxBytes,
+        evicted,
+        rejected,
+        holders: byName,
+        lookups: byHolder
+      }
     }
   }
 }

@@ -4,6 +4,8 @@ import * as SessionCache from "../src/SessionCache.ts"
 const KB = 1024
 /** Bytes a character of history weighs in a holder. */
 const F = SessionCache.TEXT_FACTOR
+/** What a session with a short history weighs in one holder. */
+const MIN = SessionCache.MIN_SESSION_BYTES
 
 describe("SessionCache", () => {
   it("lets the least recently used session go from every holder when the budget is exceeded", () => {
@@ -134,6 +136,80 @@ describe("SessionCache", () => {
     expect([cache.stats().bytes, weighed]).toEqual([3 * KB, 0])
     counted.set("c", "z".repeat(KB))
     expect([cache.stats().bytes, weighed]).toEqual([KB, 1])
+  })
+
+  it("keeps most of its sessions through a rotation of more sessions than it holds", () => {
+    // Room for 100 sessions at their floor; 200 take turns in rotation, ten rounds.
+    const cache = SessionCache.make({ maxBytes: 100 * MIN })
+    const held = cache.holder<number>("held")
+    const foundByRound: Array<number> = []
+    for (let round = 0; round < 10; round++) {
+      let found = 0
+      for (let s = 0; s < 200; s++)
+        if (held.get(`s${s}`) !== undefined) found++
+        else held.set(`s${s}`, round)
+      foundByRound.push(found)
+    }
+    // A least-recently-used cache finds none: each session leaves before its next turn. This one
+    // keeps the sessions it admitted first (90 of its 100, the window's 10 passing through).
+    expect(foundByRound).toEqual([0, 90, 90, 90, 90, 90, 90, 90, 90, 90])
+    const stats = cache.stats()
+    expect(stats.sessions).toBeLessThanOrEqual(100)
+    expect(stats.bytes).toBeLessThanOrEqual(100 * MIN)
+    const hits = foundByRound.reduce((a, b) => a + b)
+    expect(stats.lookups).toEqual({ held: { hits, misses: 2000 - hits } })
+    // Every new session was let go at the window's end, none admitted past the budget.
+    expect(stats.rejected).toBe(stats.evicted)
+  })
+
+  it("admits a new session once it is asked for more often than the one it would push out", () => {
+    const cache = SessionCache.make({ maxBytes: 20 * MIN })
+    const held = cache.holder<string>("held")
+    /** What the cache had of the session, which it is given when it had nothing. */
+    const visit = (key: string) => {
+      const found = held.get(key)
+      if (found === undefined) held.set(key, key)
+      return found
+    }
+    for (let k = 0; k < 20; k++) visit(`kept${k}`)
+    // Sessions asked for once pass through; the hot one, asked for again after each 70 others,
+    // is kept from its second visit (the first is as often as the kept ones, and a tie keeps them).
+    const hot: Array<string | undefined> = []
+    for (let round = 0; round < 5; round++) {
+      for (let c = 0; c < 70; c++) visit(`once${round}-${c}`)
+      hot.push(visit("hot"))
+    }
+    expect(hot).toEqual([undefined, undefined, "hot", "hot", "hot"])
+    // One kept session made room for it; the 20th kept one passed through the window after the
+    // hot one's first visit (a session leaving the window over the budget faces the same test).
+    const kept = Array.from({ length: 20 }, (_, k) => held.get(`kept${k}`)).filter((v) => v !== undefined)
+    expect(kept.length).toBeGreaterThanOrEqual(17)
+    expect(cache.stats().rejected).toBeGreaterThanOrEqual(340)
+  })
+
+  it("lets what was asked for often long ago give way to what is asked for now", () => {
+    const cache = SessionCache.make({ maxBytes: 20 * MIN })
+    const held = cache.holder<string>("held")
+    const rotate = (prefix: string, rounds: number) => {
+      let lastRound = 0
+      for (let round = 0; round < rounds; round++) {
+        lastRound = 0
+        for (let s = 0; s < 100; s++) {
+          const key = `${prefix}${s}`
+          if (held.get(key) !== undefined) lastRound++
+          else held.set(key, key)
+        }
+      }
+      return lastRound
+    }
+    // 100 sessions in rotation for 60 rounds: each asked for 60 times, the cache keeps 18 of them.
+    expect(rotate("old", 60)).toBeGreaterThanOrEqual(15)
+    // Then another 100: their first visits lose to the old ones' counts, but the counts are halved
+    // every 10 visits per session kept (at least 640), so the new ones take over within rounds.
+    expect(rotate("new", 12)).toBeGreaterThanOrEqual(15)
+    expect(Array.from({ length: 100 }, (_, s) => held.get(`old${s}`)).filter((v) => v !== undefined)).toEqual(
+      []
+    )
   })
 
   it("refuses a budget of nothing", () => {
