@@ -460,7 +460,7 @@ export const make = Effect.gen(function* () {
     Effect.gen(() => turnRequest(body, sessionId, requestHeaders, out, offerNow))
   /**
    * `sessionTurn`'s work: a generator made once, not per request (V8 keeps what a generator function
-   * made per call closes over, here the request, until a full collection: README, the hot path).
+   * made per call closes over, here the request, until a full collection: docs/hot-path.md, the nineteenth round).
    */
   function* turnRequest(
     body: Body,

@@ -675,7 +675,7 @@ export const makeWith = (engineOptions: EngineOptions = {}) =>
     // A turn's work runs generators made once per engine (`Effect.fnUntraced`, or these functions
     // for the generic ones), not one per call: V8 gives a generator function made per call a hidden
     // class of its own in the old space, which holds what it closes over (the request, the history)
-    // until a full collection (README, the hot path's nineteenth round; `test/HotPath.test.ts`).
+    // until a full collection (docs/hot-path.md, the nineteenth round; `test/HotPath.test.ts`).
     function* locked<A, E, R>(
       sessionId: string,
       effect: (

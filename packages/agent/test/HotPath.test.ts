@@ -4,7 +4,7 @@
  * function made per call a hidden class of its own, in the old space, which holds the function and
  * everything it closes over until a full collection: every turn's request, history and compile
  * then outlived the scavenges that should have freed them, and each scavenge copied and promoted
- * megabytes (README, the hot path's nineteenth round).
+ * megabytes (docs/hot-path.md, the nineteenth round).
  *
  * How it is seen: a generator object's prototype is its function's own `prototype`, one object per
  * generator function. A supervisor notes the prototype of every generator a round of turns runs (a
