@@ -23,7 +23,7 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
-import { Effect, Either } from "effect"
+import { Context, Effect, Either, FiberRef, FiberRefs, HashMap, Logger, Option, Tracer } from "effect"
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest"
 import { diffHistory, JOURNAL_SEQ, jsonExact, readJournal, recordLine } from "../src/HistoryJournal.ts"
 import { deferSync } from "../src/HistorySync.ts"
@@ -700,6 +700,43 @@ describe("what the file store keeps of the sessions it appended to", () => {
       expect(textsOf(await run(store.readHistoryJson(id)))).toEqual(texts)
       expect(textsOf(await run(again.readHistoryJson(id)))).toEqual(texts)
     }
+    await run(store.flush)
+  })
+
+  it("says a fold failed in a log line and a trace of the store's own, not the request's that started it", async () => {
+    const { root, store } = await setup({ journal: { maxJournaled: 1, foldDelayMs: 10 } })
+    for (const id of ["a", "b"]) await run(store.createSession({ id, concept: "" }))
+    const logged: Array<{ text: string; annotations: Record<string, unknown>; span?: string }> = []
+    const capture = Logger.make(({ message, annotations, context }) => {
+      const parent = Context.getOption(
+        FiberRefs.getOrDefault(context, FiberRef.currentContext),
+        Tracer.ParentSpan
+      )
+      logged.push({
+        text: String(Array.isArray(message) ? message[0] : message),
+        annotations: Object.fromEntries(HashMap.toEntries(annotations)),
+        ...(Option.isSome(parent) && parent.value._tag === "Span" ? { span: parent.value.name } : {})
+      })
+    })
+    /** As the gateway serves a request: its id on every log line, its span around its work. */
+    const asRequest = (id: string, effect: Effect.Effect<void, unknown>) =>
+      run(
+        effect.pipe(
+          Effect.withSpan(`request ${id}`),
+          Effect.annotateLogs({ requestId: `request-${id}` }),
+          Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+        )
+      )
+    await asRequest("a", store.withSessionLock("a", add(store, "hello a", "a")))
+    // messages.json cannot be written: a's fold fails, in the worker b's append starts past the bound.
+    mkdirSync(join(root, "a", "messages.json"))
+    await asRequest("b", store.withSessionLock("b", add(store, "hello b", "b")))
+    for (let waited = 0; logged.length === 0 && waited < 5_000; waited += 20)
+      await new Promise((r) => setTimeout(r, 20))
+    expect(logged).toEqual([
+      { text: "The history journal of a was not folded", annotations: {}, span: "Store.fold" }
+    ])
+    rmSync(join(root, "a", "messages.json"), { recursive: true })
     await run(store.flush)
   })
 

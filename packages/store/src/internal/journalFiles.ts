@@ -29,7 +29,7 @@
 import { fstatSync, ftruncateSync, writeSync } from "node:fs"
 import type { FileHandle } from "node:fs/promises"
 import { join } from "node:path"
-import { Cause, Deferred, Effect, Either, Exit, FiberId, FiberRef } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, FiberId, FiberRef, HashMap, List } from "effect"
 import {
   applyPatch,
   foldJournal,
@@ -45,6 +45,7 @@ import { deferredSyncs } from "../HistorySync.ts"
 import { checkSessionId, HISTORY_FILE, HISTORY_JOURNAL } from "../Paths.ts"
 import { jsonText } from "../Records.ts"
 import * as SessionCache from "../SessionCache.ts"
+import { withSpan } from "../Spans.ts"
 import {
   CorruptFile,
   HistoryJournalCorrupt,
@@ -572,6 +573,19 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       deps.withSessionLock(sessionId, foldLock.withPermits(1)(foldNow(sessionId, onlyIfDue)))
     )
 
+  /**
+   * The store's own work in the background (a quiet session's fold, the bound's worker), not the
+   * request's whose append started it, which has answered by then: without its log annotations (its
+   * id, its tenant) and log spans, its folds in traces of their own (`Store.fold`, a root span).
+   */
+  const detached = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+    self.pipe(
+      Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty()),
+      Effect.locally(FiberRef.currentLogSpan, List.empty())
+    )
+  const foldSpan = (sessionId: string) =>
+    withSpan("Store.fold", { root: true, attributes: { "ctxo.session": sessionId } })
+
   /** `fold` in a fiber of its own, one at a time for a session in `running` (done when it ends). */
   const inBackground = (
     running: Map<string, Deferred.Deferred<void>>,
@@ -600,7 +614,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
    * fold queued behind a turn held up the client's next turn).
    */
   const scheduleFold = (sessionId: string, whenQuiet: boolean) => {
-    const fold = deps.withoutLocks(foldLocked(sessionId, true))
+    const fold = foldSpan(sessionId)(deps.withoutLocks(foldLocked(sessionId, true)))
     // Quiet: no span holds or waits for the lock now, and none appended a record meanwhile.
     const quiet: Effect.Effect<void> = Effect.suspend(() => {
       const before = lastSpan.get(sessionId)
@@ -612,7 +626,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
     return inBackground(
       folding,
       sessionId,
-      Effect.interruptible(whenQuiet ? Effect.zipRight(quiet, fold) : fold)
+      detached(Effect.interruptible(whenQuiet ? Effect.zipRight(quiet, fold) : fold))
     )
   }
 
@@ -638,7 +652,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       if (over-- <= 0) break
       if (deps.busy(sessionId)) continue
       if (now - at >= delay)
-        return foldLocked(sessionId).pipe(
+        return foldSpan(sessionId)(foldLocked(sessionId)).pipe(
           Effect.zipRight(
             Effect.sync(() => {
               // Not folded (said in the log): its journal is read as it is; flush does not try again.
@@ -720,7 +734,7 @@ export const makeJournalFiles = (deps: JournalDeps, options: JournalOptions = {}
       boundWorker = true
       yield* Effect.forkDaemon(
         deps.withoutLocks(
-          Effect.interruptible(foldBeyondBound).pipe(
+          detached(Effect.interruptible(foldBeyondBound)).pipe(
             Effect.onExit((exit) =>
               Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => (boundWorker = false))
             )
