@@ -6,18 +6,22 @@
  * exceeded, a session leaves every holder at once, and its next request reads and decodes it again.
  *
  * Which session leaves: the budget is shared the way W-TinyLFU shares it (Caffeine's policy). A
- * session new to the cache enters a window (`WINDOW_SHARE` of the budget, least recently used
- * out first). Leaving the window, it is admitted while the budget holds it; over the budget, only
- * when it was asked for more often lately than the admitted session that would leave for it (ties
- * keep the admitted one). Admitted sessions are on trial until asked for again, then protected
- * (`PROTECTED_SHARE` of the rest); those on trial leave first. A least-recently-used cache lets
- * every session go before its next turn when more sessions take turns in rotation than it holds
- * (none found again); this one keeps most of its admitted sessions through such a rotation and
- * lets the new ones pass through the window.
+ * session new to the cache enters a window (`WINDOW_SHARE` of the budget, and at least the last
+ * `WINDOW_SESSIONS` used, whatever they weigh, so that a turn in flight keeps its session). Leaving
+ * the window, least recently used first, it is admitted while the budget holds it; over the budget,
+ * only when it was asked for more often lately than the admitted session that would leave for it
+ * (ties keep the admitted one). Admitted sessions are on trial until asked for again, then
+ * protected (`PROTECTED_SHARE` of the rest); those on trial leave first. The session used last
+ * never leaves, whatever it weighs. A least-recently-used cache lets every session go before its
+ * next turn when more sessions take turns in rotation than it holds (none found again); this one
+ * keeps most of its admitted sessions through such a rotation and lets the new ones pass through
+ * the window.
  *
- * How often a session was asked for: lookups of it, one per visit (lookups within `VISIT_SPAN`
- * lookups of any session count once), halved every `AGE_EVERY` visits per session kept, so that
- * what was often asked for long ago gives way.
+ * How often a session was asked for: its lookups, one per visit (a turn looks it up in several
+ * holders: lookups within `VISIT_SPAN` lookups of any session since the one that counted are the
+ * same visit), all halved every `AGE_EVERY` visits per session kept, so that what was often asked
+ * for long ago gives way. The counts are kept for at most about eight times the sessions kept (the
+ * halving forgets a count of one), outside the budget.
  *
  * A session weighs `TEXT_FACTOR` times its history's stored text (its length, which the store says
  * when it reads or writes it: `sized`), at least `MIN_SESSION_BYTES`, in each holder that keeps it;
@@ -42,19 +46,27 @@ export const TEXT_FACTOR = 3
 export const MIN_SESSION_BYTES = 8192
 /** The share of the budget for sessions new to the cache, before they are admitted or let go. */
 export const WINDOW_SHARE = 0.1
+/**
+ * Sessions the window holds past its share, whatever they weigh: the last ones used, so that a
+ * turn in flight (as many as a tenant's requests in flight) keeps its session while it runs.
+ */
+export const WINDOW_SESSIONS = 16
 /** The share of the admitted sessions' budget for those asked for again since their admission. */
 export const PROTECTED_SHARE = 0.8
-/** Lookups of a session within this many lookups of any session's last counted one are one visit. */
+/**
+ * A session's lookups count as one visit (a turn looks it up in several holders) until this many
+ * lookups, of any session, have been made since the one that counted.
+ */
 export const VISIT_SPAN = 64
 /** The visits counted are halved after this many visits per session kept (at least 64 sessions). */
 export const AGE_EVERY = 10
 
 export interface Holder<V> {
-  /** The holder's value for the session, which becomes the most recently used. */
+  /** The holder's value for the session, which becomes the session used last. */
   readonly get: (key: string) => V | undefined
   /**
-   * Keeps the value (the session becomes the most recently used), then evicts what is over the
-   * budget. In a weighed holder, `weight` is the value's when the caller has it already (else
+   * Keeps the value (the session becomes the session used last), then evicts what is over the
+   * budget, never the session used last. In a weighed holder, `weight` is the value's when the caller has it already (else
    * `weigh` says).
    */
   readonly set: (key: string, value: V, weight?: number) => void
@@ -82,8 +94,9 @@ export interface Stats {
 
 export interface Service {
   /**
-   * A holder of values by session key; `name` says whose values they are. With `maxEntries`, its
-   * least recently used value also leaves when it would keep more (the session stays in the others).
+   * A holder of values by session key; `name` says whose values they are. With `maxEntries`, the
+   * value of its session used longest ago also leaves when it would keep more (the session stays in
+   * the others).
    * With `weigh`, a value weighs what it says (its own bytes: a session's files, its memory), set
    * again when the value is; without, the session's weight by its history.
    */
@@ -110,6 +123,8 @@ const PROTECTED: Region = 2
 
 interface Entry {
   bytes: number
+  /** When it was last used (the cache's count of uses). */
+  used: number
   /** What it weighs in all its holders. */
   weight: number
   region: Region
@@ -125,9 +140,9 @@ interface Visits {
   at: number
 }
 
-/** The least recently used of a region (its first entry). */
-const oldest = (region: Map<string, Entry>): [string, Entry] | undefined => {
-  for (const pair of region) return pair
+/** The least recently used of a region (its first entry) other than `except`. */
+const oldest = (region: Map<string, Entry>, except?: Entry): [string, Entry] | undefined => {
+  for (const pair of region) if (pair[1] !== except) return pair
   return undefined
 }
 
@@ -152,6 +167,9 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
   const hits: Array<number> = []
   const misses: Array<number> = []
   const names: Array<string> = []
+  /** Uses so far (`Entry.used`), and the session used last, which stays whatever it weighs. */
+  let uses = 0
+  let last: Entry | undefined
 
   const visits = new Map<string, Visits>()
   let lookups = 0
@@ -192,13 +210,9 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
   }
   /** The session was used: the most recent of its region, and protected if it was on trial. */
   const touch = (key: string, entry: Entry) => {
-    if (entry.region !== PROBATION) return place(key, entry, entry.region)
-    place(key, entry, PROTECTED)
-    // Past the protected share, the least recently used protected go back on trial.
-    while (regionBytes[PROTECTED]! > protectedMax && protect.size > 1) {
-      const [k, e] = oldest(protect)!
-      place(k, e, PROBATION)
-    }
+    entry.used = ++uses
+    last = entry
+    place(key, entry, entry.region === PROBATION ? PROTECTED : entry.region)
   }
   const drop = (key: string, entry: Entry) => {
     regions[entry.region].delete(key)
@@ -215,10 +229,15 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
    * leave, on trial first, then the window's; the session used last stays.
    */
   const evict = () => {
-    while (regionBytes[WINDOW]! > windowMax && window.size > 1) {
-      const [key, entry] = oldest(window)!
+    // Past the protected share, the least recently used protected go back on trial.
+    while (regionBytes[PROTECTED]! > protectedMax && protect.size > 1) {
+      const [key, entry] = oldest(protect)!
+      place(key, entry, PROBATION)
+    }
+    while (regionBytes[WINDOW]! > windowMax && window.size > WINDOW_SESSIONS) {
+      const [key, entry] = oldest(window, last)!
       for (;;) {
-        const admitted = total > maxBytes ? (oldest(probation) ?? oldest(protect)) : undefined
+        const admitted = total > maxBytes ? (oldest(probation, last) ?? oldest(protect, last)) : undefined
         if (admitted === undefined) {
           place(key, entry, PROBATION)
           break
@@ -231,9 +250,10 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
         drop(admitted[0], admitted[1])
       }
     }
-    while (total > maxBytes && sessionCount() > 1) {
-      const [key, entry] = oldest(probation) ?? oldest(protect) ?? oldest(window)!
-      drop(key, entry)
+    while (total > maxBytes) {
+      const victim = oldest(probation, last) ?? oldest(protect, last) ?? oldest(window, last)
+      if (victim === undefined) return
+      drop(victim[0], victim[1])
     }
   }
   const remove = (key: string, entry: Entry, holder: number) => {
@@ -258,10 +278,13 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
       names.push(name)
       const maxEntries = options.maxEntries ?? Number.POSITIVE_INFINITY
       const weigh = options.weigh
-      /** Its least recently used value leaves (of the oldest session that has one: on trial, protected, new). */
+      /** The value of its session used longest ago leaves. */
       const dropOldest = () => {
-        for (const region of [probation, protect, window])
-          for (const [key, entry] of region) if (entry.values.has(id)) return remove(key, entry, id)
+        let found: [string, Entry] | undefined
+        for (const region of regions)
+          for (const pair of region)
+            if (pair[1].values.has(id) && (found === undefined || pair[1].used < found[1].used)) found = pair
+        if (found !== undefined) remove(found[0], found[1], id)
       }
       return {
         get: (key) => {
@@ -279,8 +302,9 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
         set: (key, value, weight) => {
           let entry = find(key)
           if (entry === undefined) {
-            entry = { bytes: 0, weight: 0, region: WINDOW, values: new Map(), own: new Map() }
+            entry = { bytes: 0, used: ++uses, weight: 0, region: WINDOW, values: new Map(), own: new Map() }
             window.set(key, entry)
+            last = entry
           } else touch(key, entry)
           if (entry.values.has(id)) grow(entry, -weightIn(entry, id))
           else {
