@@ -223,13 +223,13 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
     evicted++
   }
   /**
-   * The window's oldest leave it past its share: each admitted on trial while the budget holds it,
-   * else only by being asked for more often than the admitted session that would leave for it (on
-   * trial first; ties keep the admitted one). Then, while the budget is exceeded, admitted sessions
-   * leave, on trial first, then the window's; the session used last stays.
+   * Protected sessions past their share go back on trial. The window's oldest leave it past its
+   * share and its `WINDOW_SESSIONS`: each admitted on trial while the budget holds it, else only by
+   * being asked for more often than the admitted session that would leave for it (on trial first;
+   * ties keep the admitted one). Then, while the budget is exceeded, admitted sessions leave, on
+   * trial first, then the window's; the session used last stays.
    */
   const evict = () => {
-    // Past the protected share, the least recently used protected go back on trial.
     while (regionBytes[PROTECTED]! > protectedMax && protect.size > 1) {
       const [key, entry] = oldest(protect)!
       place(key, entry, PROBATION)
