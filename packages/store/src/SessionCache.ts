@@ -7,7 +7,8 @@
  *
  * Which session leaves: the budget is shared the way W-TinyLFU shares it (Caffeine's policy). A
  * session new to the cache enters a window (`WINDOW_SHARE` of the budget, and at least the last
- * `WINDOW_SESSIONS` used, whatever they weigh, so that a turn in flight keeps its session). Leaving
+ * `WINDOW_SESSIONS` used, whatever they weigh, so that a turn in flight keeps its session while
+ * fewer other sessions are used during it). Leaving
  * the window, least recently used first, it is admitted while the budget holds it; over the budget,
  * only when it was asked for more often lately than the admitted session that would leave for it
  * (ties keep the admitted one). Admitted sessions are on trial until asked for again, then
@@ -48,7 +49,8 @@ export const MIN_SESSION_BYTES = 8192
 export const WINDOW_SHARE = 0.1
 /**
  * Sessions the window holds past its share, whatever they weigh: the last ones used, so that a
- * turn in flight (as many as a tenant's requests in flight) keeps its session while it runs.
+ * turn in flight (as many as a tenant's requests in flight) keeps its session while fewer other
+ * sessions than this are used during it.
  */
 export const WINDOW_SESSIONS = 16
 /** The share of the admitted sessions' budget for those asked for again since their admission. */
