@@ -94,7 +94,7 @@ export interface Settings {
   /**
    * What the gateway keeps of its sessions between requests, in bytes (CTXO_SESSION_CACHE_MB):
    * every tenant's decoded histories, journal states, memory's turns and the engine's last compiles
-   * together (`SessionCache`); the least recently used session beyond it is read again when asked.
+   * together (`SessionCache`); a session it lets go is read again when asked.
    */
   readonly sessionCacheBytes?: number
 }

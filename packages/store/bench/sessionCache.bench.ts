@@ -88,11 +88,25 @@ const Lru = (maxBytes: number): Cache => {
   }
 }
 
-/** Replays a trace: the share of turns that found the session in all four holders. */
-const replay = (cache: Cache, trace: ReadonlyArray<number>) => {
+/**
+ * The lookup a turn makes in each of its four holders (the store's state, history's document,
+ * memory, the engine's last compile): whether the holder had the session; if not, it is given a
+ * value, as a turn that read the session again does.
+ */
+const lookupsOf = (cache: Cache) => {
   const holders = ["store history state", "history document", "memory", "engine last compile"].map((name) =>
     cache.holder(name)
   )
+  return (key: string, holder: number) => {
+    if (holders[holder]!.get(key) !== undefined) return true
+    holders[holder]!.set(key, 1)
+    return false
+  }
+}
+
+/** Replays a trace: the share of turns that found the session in all four holders. */
+const replay = (cache: Cache, trace: ReadonlyArray<number>) => {
+  const lookup = lookupsOf(cache)
   const turns = new Map<number, number>()
   let found = 0
   for (const session of trace) {
@@ -100,11 +114,7 @@ const replay = (cache: Cache, trace: ReadonlyArray<number>) => {
     const turn = (turns.get(session) ?? 0) + 1
     turns.set(session, turn)
     let all = true
-    for (const holder of holders)
-      if (holder.get(key) === undefined) {
-        all = false
-        holder.set(key, turn)
-      }
+    for (let holder = 0; holder < 4; holder++) if (!lookup(key, holder)) all = false
     cache.sized(key, Math.min(turn, KEPT_TURNS) * TURN_BYTES)
     if (all) found++
   }
@@ -145,14 +155,14 @@ const traces: ReadonlyArray<readonly [string, ReadonlyArray<number>]> = [
   ["uniform, 1,000 sessions", Array.from({ length: 20_000 }, () => Math.floor(random() * 1000))]
 ]
 
-/** Turns in flight (see above): [turns found whole, turns timed, sessions lost mid-turn]. */
+/**
+ * Turns in flight (see above): [turns found whole, turns timed, sessions lost mid-turn, turns that
+ * could lose theirs].
+ */
 const inFlight = (cache: Cache, background: number) => {
-  const holders = ["store history state", "history document", "memory", "engine last compile"].map((name) =>
-    cache.holder(name)
-  )
+  const lookup = lookupsOf(cache)
   const look = (key: string, holder: number, bytes: number) => {
-    if (holders[holder]!.get(key) !== undefined) return true
-    holders[holder]!.set(key, 1)
+    if (lookup(key, holder)) return true
     cache.sized(key, bytes)
     return false
   }
@@ -166,6 +176,7 @@ const inFlight = (cache: Cache, background: number) => {
   let whole = 0
   let timed = 0
   let lost = 0
+  let ended = 0
   for (let round = 0; round < 20; round++) {
     const found = long.map(() => 0)
     for (let h = 0; h < 4; h++)
@@ -174,6 +185,7 @@ const inFlight = (cache: Cache, background: number) => {
         for (let b = 0; b < background; b++) shortTurn()
       })
     for (const key of long) {
+      ended++
       if (!look(key, 0, 150 * 1024)) lost++
       for (let b = 0; b < background; b++) shortTurn()
     }
@@ -183,7 +195,7 @@ const inFlight = (cache: Cache, background: number) => {
         if (n === 4) whole++
       }
   }
-  return [whole, timed, lost] as const
+  return [whole, timed, lost, ended] as const
 }
 
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
@@ -210,9 +222,9 @@ for (const [name, trace] of traces) {
   )
 }
 for (const background of [1, 4]) {
-  const [lruWhole, timed, lruLost] = inFlight(Lru(SessionCache.DEFAULT_MAX_BYTES), background)
+  const [lruWhole, timed, lruLost, ended] = inFlight(Lru(SessionCache.DEFAULT_MAX_BYTES), background)
   const [whole, , lost] = inFlight(SessionCache.make(), background)
   console.log(
-    `${`in flight, 8 long sessions, ${background} short turn${background > 1 ? "s" : ""} a step`.padEnd(36)} found whole ${whole} of ${timed} turns against ${lruWhole}; sessions left mid-turn ${lost} of ${timed + 8} against ${lruLost}`
+    `${`in flight, 8 long sessions, ${background} short turn${background > 1 ? "s" : ""} a step`.padEnd(36)} found whole ${whole} of ${timed} turns against ${lruWhole}; sessions left mid-turn ${lost} of ${ended} against ${lruLost}`
   )
 }

@@ -8,10 +8,9 @@
  * Which session leaves: the budget is shared the way W-TinyLFU shares it (Caffeine's policy). A
  * session new to the cache enters a window (`WINDOW_SHARE` of the budget, and at least the last
  * `WINDOW_SESSIONS` used, whatever they weigh, so that a turn in flight keeps its session while
- * fewer other sessions are used during it). Leaving
- * the window, least recently used first, it is admitted while the budget holds it; over the budget,
- * only when it was asked for more often lately than the admitted session that would leave for it
- * (ties keep the admitted one). Admitted sessions are on trial until asked for again, then
+ * fewer other sessions are used during it). Leaving the window, least recently used first, it is
+ * admitted while the budget holds it; over the budget, only when it was asked for more often lately
+ * than the admitted session that would leave for it (ties keep the admitted one). Admitted sessions are on trial until asked for again, then
  * protected (`PROTECTED_SHARE` of the rest); those on trial leave first. The session used last
  * never leaves, whatever it weighs. A least-recently-used cache lets every session go before its
  * next turn when more sessions take turns in rotation than it holds (none found again); this one
@@ -68,8 +67,8 @@ export interface Holder<V> {
   readonly get: (key: string) => V | undefined
   /**
    * Keeps the value (the session becomes the session used last), then evicts what is over the
-   * budget, never the session used last. In a weighed holder, `weight` is the value's when the caller has it already (else
-   * `weigh` says).
+   * budget, never the session used last. In a weighed holder, `weight` is the value's when the
+   * caller has it already (else `weigh` says).
    */
   readonly set: (key: string, value: V, weight?: number) => void
   readonly delete: (key: string) => void
@@ -158,9 +157,10 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
   const [window, probation, protect] = regions
   /** What each region's sessions weigh. */
   const regionBytes = [0, 0, 0]
+  /** What every session weighs, in every holder that keeps it. */
+  const total = () => regionBytes[WINDOW]! + regionBytes[PROBATION]! + regionBytes[PROTECTED]!
   /** The weight of a size, in each holder. */
   const weightOf = (bytes: number) => Math.max(bytes * TEXT_FACTOR, MIN_SESSION_BYTES)
-  let total = 0
   let entries = 0
   let evicted = 0
   let rejected = 0
@@ -199,13 +199,16 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
   const weightIn = (entry: Entry, holder: number) => entry.own.get(holder) ?? weightOf(entry.bytes)
   const grow = (entry: Entry, delta: number) => {
     entry.weight += delta
-    total += delta
     regionBytes[entry.region]! += delta
+  }
+  /** The session out of its region (and its weight with it). */
+  const unlink = (key: string, entry: Entry) => {
+    regions[entry.region].delete(key)
+    regionBytes[entry.region]! -= entry.weight
   }
   /** The session becomes the most recently used of `region`. */
   const place = (key: string, entry: Entry, region: Region) => {
-    regions[entry.region].delete(key)
-    regionBytes[entry.region]! -= entry.weight
+    unlink(key, entry)
     entry.region = region
     regions[region].set(key, entry)
     regionBytes[region]! += entry.weight
@@ -217,9 +220,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
     place(key, entry, entry.region === PROBATION ? PROTECTED : entry.region)
   }
   const drop = (key: string, entry: Entry) => {
-    regions[entry.region].delete(key)
-    regionBytes[entry.region]! -= entry.weight
-    total -= entry.weight
+    unlink(key, entry)
     entries -= entry.values.size
     for (const holder of entry.values.keys()) counts[holder]!--
     evicted++
@@ -239,7 +240,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
     while (regionBytes[WINDOW]! > windowMax && window.size > WINDOW_SESSIONS) {
       const [key, entry] = oldest(window, last)!
       for (;;) {
-        const admitted = total > maxBytes ? (oldest(probation, last) ?? oldest(protect, last)) : undefined
+        const admitted = total() > maxBytes ? (oldest(probation, last) ?? oldest(protect, last)) : undefined
         if (admitted === undefined) {
           place(key, entry, PROBATION)
           break
@@ -252,7 +253,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
         drop(admitted[0], admitted[1])
       }
     }
-    while (total > maxBytes) {
+    while (total() > maxBytes) {
       const victim = oldest(probation, last) ?? oldest(protect, last) ?? oldest(window, last)
       if (victim === undefined) return
       drop(victim[0], victim[1])
@@ -265,7 +266,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
     entry.own.delete(holder)
     entries--
     counts[holder]!--
-    if (entry.values.size === 0) regions[entry.region].delete(key)
+    if (entry.values.size === 0) unlink(key, entry)
   }
 
   return {
@@ -348,7 +349,7 @@ export const make = (options: { readonly maxBytes?: number } = {}): Service => {
       return {
         sessions: sessionCount(),
         entries,
-        bytes: total,
+        bytes: total(),
         maxBytes,
         evicted,
         rejected,

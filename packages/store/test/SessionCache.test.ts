@@ -244,7 +244,8 @@ describe("SessionCache", () => {
     for (let k = 0; k < 100; k++) visitOf(held)(`old${k}`)
     for (const id of ["a", "b"]) {
       held.set(id, id)
-      cache.sized(id, (4 * MIN) / SessionCache.TEXT_FACTOR)
+      // 4 MIN of history: 12 MIN in the holder, past the window's share of 10 MIN.
+      cache.sized(id, 4 * MIN)
     }
     expect([held.get("a"), held.get("b")]).toEqual(["a", "b"])
   })
